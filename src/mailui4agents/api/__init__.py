@@ -1,0 +1,1 @@
+"""HTTP routes, one module per resource. Thin: parse, call a service, shape."""

@@ -1,0 +1,64 @@
+"""Admin: users, agents and agent keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from sqlalchemy import select
+
+from mailui4agents.api.deps import Admin, GatewayDep
+from mailui4agents.api.pages import page
+from mailui4agents.api.schemas import AgentCreate, UserCreate
+from mailui4agents.db.tables import AgentRow, UserRow
+from mailui4agents.services import identity
+from mailui4agents.services.identity import fmt_time
+
+router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
+
+
+@router.post("/users", status_code=201)
+async def create_user(body: UserCreate, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        row = await identity.create_user(s, body.username, body.password, body.is_admin)
+    return identity.user_out(row)
+
+
+@router.get("/users")
+async def list_users(_: Admin, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.read() as s:
+        rows = (await s.scalars(select(UserRow).order_by(UserRow.username))).all()
+    return page([identity.user_out(r) for r in rows], None)
+
+
+@router.post("/agents", status_code=201)
+async def create_agent(body: AgentCreate, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        row, key = await identity.create_agent(s, body.name, body.workspaces)
+    return {"name": row.name, "key": key, "created_at": fmt_time(row.created_at)}
+
+
+@router.get("/agents")
+async def list_agents(_: Admin, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.read() as s:
+        rows = (await s.scalars(select(AgentRow).order_by(AgentRow.name))).all()
+        items = [await identity.agent_out(s, r) for r in rows]
+    for item in items:
+        item["connected_streams"] = gw.hub.connected(f"agent:{item['name']}")
+    return page(items, None)
+
+
+@router.post("/agents/{name}/keys", status_code=201)
+async def rotate_key(name: str, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+    """A new key, shown once. Old keys stay valid until revoked (no downtime)."""
+    async with gw.write() as s:
+        agent = await identity.get_agent(s, name)
+        key = await identity.issue_agent_key(s, agent)
+    return {"name": name, "key": key}
+
+
+@router.delete("/agents/{name}/keys/{key_id}")
+async def revoke_key(name: str, key_id: str, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        await identity.revoke_agent_key(s, name, key_id)
+    return {"revoked": key_id}

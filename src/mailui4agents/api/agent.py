@@ -1,0 +1,154 @@
+"""Agent routes: heartbeat, mail, inbox. Agents never reach human routes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Body, Request, Response
+from pydantic import BaseModel, ConfigDict, ValidationError
+from sqlalchemy import select
+
+from mailui4agents.api.deps import Agent, GatewayDep
+from mailui4agents.api.pages import no_attachments_yet, page
+from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
+from mailui4agents.api.validation import error_from_validation
+from mailui4agents.db.tables import AgentRow
+from mailui4agents.db.types import utcnow
+from mailui4agents.domain.modes import normalise_enforcement
+from mailui4agents.services import mail
+
+router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
+
+
+class HeartbeatIn(BaseModel):
+    """Lenient on purpose: newer clients must work with older gateways, so unknown
+    fields are accepted and echoed back, never rejected. Known fields keep types."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    status: str | None = None
+    platform: str | None = None
+    version: str | None = None
+    mode_enforcement: str | None = None
+    workspaces: list[str] | None = None
+    platform_sessions: list[dict[str, Any]] | None = None
+    pending: Any = None
+
+
+@router.post("/heartbeat")
+async def heartbeat(
+    request: Request, who: Agent, gw: GatewayDep, body: dict[str, Any] = Body(...)
+) -> dict[str, Any]:
+    try:
+        hb = HeartbeatIn.model_validate(body)
+    except ValidationError as e:
+        from fastapi.exceptions import RequestValidationError
+
+        errors = [{**err, "loc": ("body", *err["loc"])} for err in e.errors()]
+        raise error_from_validation(request, RequestValidationError(errors)) from None
+    unknown = sorted(set(body) - set(HeartbeatIn.model_fields))
+    async with gw.write() as s:
+        row = await s.scalar(select(AgentRow).where(AgentRow.id == who.id))
+        assert row is not None
+        if hb.status is not None:
+            row.status = hb.status
+        if hb.platform is not None:
+            row.platform = hb.platform
+        if hb.version is not None:
+            row.version = hb.version
+        if "mode_enforcement" in body:
+            row.mode_enforcement = normalise_enforcement(hb.mode_enforcement)
+        if hb.workspaces is not None:
+            row.workspaces = hb.workspaces
+        row.heartbeat = body
+        row.last_seen_at = utcnow()
+    return {"ok": True, "unknown_fields": unknown, "mode_enforcement": row.mode_enforcement}
+
+
+@router.post("/mail", status_code=201)
+async def send_mail(
+    body: AgentMailCreate, who: Agent, gw: GatewayDep, response: Response
+) -> dict[str, Any]:
+    no_attachments_yet(body.attachment_ids)
+    async with gw.write() as s:
+        status, out = await mail.send_mail(
+            s,
+            gw.settings,
+            who,
+            to=body.to,
+            cc=body.cc,
+            subject=body.subject,
+            body=body.body,
+            parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
+            relay=body.relay,
+            relay_key=body.relay_key,
+            from_session_id=str(body.from_session_id) if body.from_session_id else None,
+            type_="relay" if body.relay else "message",
+        )
+    response.status_code = status
+    return out
+
+
+@router.get("/inbox")
+async def inbox(
+    who: Agent,
+    gw: GatewayDep,
+    status: Literal["unread", "all"] = "unread",
+    session_id: str | None = None,
+    mark_read: bool = False,
+    limit: Limit = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        items, nxt = await mail.inbox(
+            s,
+            who,
+            status=status,
+            session_id=session_id,
+            limit=limit,
+            cursor=cursor,
+            newest_first=False,
+            mark=mark_read,
+        )
+    return page(items, nxt)
+
+
+@router.post("/inbox/read")
+async def mark_read(body: MarkRead, who: Agent, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        n = await mail.mark_read_request(
+            s,
+            who,
+            str(body.session_id) if body.session_id else None,
+            [str(i) for i in body.mail_ids] if body.mail_ids is not None else None,
+        )
+    return {"marked": n}
+
+
+@router.get("/mail/{mail_id}")
+async def read_mail(
+    mail_id: str,
+    who: Agent,
+    gw: GatewayDep,
+    session_id: str | None = None,
+    body_limit: int | None = None,
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        return await mail.read_mail(
+            s, who, mail_id, scope_session_id=session_id, body_limit=body_limit
+        )
+
+
+@router.get("/mail/{mail_id}/thread")
+async def thread(
+    mail_id: str,
+    who: Agent,
+    gw: GatewayDep,
+    session_id: str | None = None,
+    limit: Limit = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        items, nxt = await mail.thread(
+            s, who, mail_id, scope_session_id=session_id, limit=limit, cursor=cursor
+        )
+    return page(items, nxt)

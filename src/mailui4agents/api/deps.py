@@ -1,0 +1,64 @@
+"""Typed dependencies: the gateway state and who is calling."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from mailui4agents.errors import ApiError, forbidden
+from mailui4agents.services import identity
+from mailui4agents.services.principals import Principal
+from mailui4agents.state import Gateway
+
+
+def gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+GatewayDep = Annotated[Gateway, Depends(gateway)]
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def principal(request: Request, gw: GatewayDep) -> Principal:
+    """Whoever the bearer token belongs to. 401 is permanent: do not retry."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthorized("missing 'Authorization: Bearer <token>' header")
+    async with gw.read() as s:
+        who = await identity.authenticate(s, token.strip())
+    if who is None:
+        raise _unauthorized("invalid or revoked token")
+    claimed = request.headers.get("x-agent-name") or request.query_params.get("agent")
+    if who.kind == "agent" and claimed and claimed != who.name:
+        raise forbidden(f"this key is bound to agent '{who.name}', not '{claimed}'")
+    return who
+
+
+async def human(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    if who.kind != "user":
+        raise forbidden("agent keys cannot use human routes")
+    return who
+
+
+async def agent(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    if who.kind != "agent":
+        raise forbidden("this route is for agents (am_agent_… keys)")
+    return who
+
+
+async def admin(who: Annotated[Principal, Depends(human)]) -> Principal:
+    if not who.is_admin:
+        raise forbidden("admins only")
+    return who
+
+
+Human = Annotated[Principal, Depends(human)]
+Agent = Annotated[Principal, Depends(agent)]
+Admin = Annotated[Principal, Depends(admin)]
+Anyone = Annotated[Principal, Depends(principal)]

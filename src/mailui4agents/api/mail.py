@@ -1,0 +1,77 @@
+"""Human mail routes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Response
+
+from mailui4agents.api.deps import GatewayDep, Human
+from mailui4agents.api.pages import no_attachments_yet, page
+from mailui4agents.api.schemas import Limit, MailCreate
+from mailui4agents.services import mail
+
+router = APIRouter(prefix="/api/v1", tags=["mail"])
+
+
+@router.post("/mail", status_code=201)
+async def send_mail(
+    body: MailCreate, who: Human, gw: GatewayDep, response: Response
+) -> dict[str, Any]:
+    no_attachments_yet(body.attachment_ids)
+    async with gw.write() as s:
+        status, out = await mail.send_mail(
+            s,
+            gw.settings,
+            who,
+            to=body.to,
+            cc=body.cc,
+            subject=body.subject,
+            body=body.body,
+            parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
+            permission_mode=body.permission_mode,
+        )
+    response.status_code = status
+    return out
+
+
+@router.get("/mailbox")
+async def mailbox(
+    who: Human,
+    gw: GatewayDep,
+    status: Literal["unread", "all"] = "all",
+    session_id: str | None = None,
+    q: str | None = None,
+    limit: Limit = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        items, nxt = await mail.inbox(
+            s,
+            who,
+            status=status,
+            session_id=session_id,
+            limit=limit,
+            cursor=cursor,
+            newest_first=True,
+            mark=False,
+            q=q,
+        )
+    return page(items, nxt)
+
+
+@router.get("/mail/{mail_id}")
+async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        return await mail.read_mail(s, who, mail_id, scope_session_id=None, body_limit=None)
+
+
+@router.get("/mail/{mail_id}/thread")
+async def thread(
+    mail_id: str, who: Human, gw: GatewayDep, limit: Limit = 50, cursor: str | None = None
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        items, nxt = await mail.thread(
+            s, who, mail_id, scope_session_id=None, limit=limit, cursor=cursor
+        )
+    return page(items, nxt)

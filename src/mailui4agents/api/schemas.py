@@ -1,0 +1,70 @@
+"""Request bodies (strict) and shared query types."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import Query
+from pydantic import Field
+
+from mailui4agents.api.validation import Id, StrictBody
+
+Mode = Literal["plan", "workspace", "full"]
+Limit = Annotated[int, Query(ge=1, le=500)]
+
+
+class LoginIn(StrictBody):
+    username: str
+    password: str
+
+
+class TokenCreate(StrictBody):
+    name: str = Field(min_length=1, max_length=200)
+
+
+class UserCreate(StrictBody):
+    username: str
+    password: str
+    is_admin: bool = False
+
+
+class AgentCreate(StrictBody):
+    name: str
+    workspaces: list[str] | None = None
+
+
+class MailCreate(StrictBody):
+    """A human's mail. `permission_mode` only when the mail creates a session."""
+
+    to: list[str]
+    cc: list[str] = []
+    subject: str
+    body: str
+    parent_mail_id: Id | None = None
+    attachment_ids: list[Id] = []
+    permission_mode: Mode | None = None
+
+
+class AgentMailCreate(StrictBody):
+    """An agent's mail: no permission_mode (humans choose modes), plus relay fields."""
+
+    to: list[str]
+    cc: list[str] = []
+    subject: str
+    body: str
+    parent_mail_id: Id | None = None
+    attachment_ids: list[Id] = []
+    from_session_id: Id | None = None
+    relay: bool = False
+    relay_key: str | None = None
+
+
+class MarkRead(StrictBody):
+    session_id: Id | None = None
+    mail_ids: list[Id] | None = None
+
+
+class SessionPatch(StrictBody):
+    alias: str | None = None
+    permission_mode: Mode | None = None
+    archived: bool | None = None

@@ -1,0 +1,117 @@
+"""Strict request bodies, and turning validation failures into our error shape.
+
+Every body model forbids unknown fields and is strict about types: a misspelt
+field must not be silently dropped, and "1" is not an integer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from mailui4agents.errors import ApiError
+
+# JSON has no UUID type: accept the string form (and only well-formed ones).
+Id = Annotated[uuid.UUID, Field(strict=False)]
+
+
+class StrictBody(BaseModel):
+    """Base class of every request body."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+_EXPECTED = {
+    "string_type": "string",
+    "int_type": "integer",
+    "int_from_float": "integer",
+    "float_type": "number",
+    "bool_type": "boolean",
+    "list_type": "array",
+    "dict_type": "object",
+    "model_type": "object",
+    "model_attributes_type": "object",
+    "uuid_type": "UUID string",
+    "none_required": "null",
+}
+
+
+def _body_model(request: Request) -> type[BaseModel] | None:
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    for param in getattr(dependant, "body_params", []) or []:
+        annotation = getattr(param.field_info, "annotation", None)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation
+    return None
+
+
+def accepted_fields(model: type[BaseModel] | None) -> list[str]:
+    if model is None:
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _field_name(loc: tuple[Any, ...]) -> str:
+    # loc looks like ("body", "to", 0) or ("query", "limit").
+    parts = [str(p) for p in loc[1:]] if loc and loc[0] in ("body", "query", "path") else []
+    return ".".join(parts) if parts else (str(loc[0]) if loc else "body")
+
+
+def error_from_validation(request: Request, exc: RequestValidationError) -> ApiError:
+    """Pick the most useful error: unknown fields first, then types, then values."""
+    errors = list(exc.errors())
+    model = _body_model(request)
+    accepted = accepted_fields(model)
+
+    def rank(e: dict[str, Any]) -> int:
+        order = {"extra_forbidden": 0, "json_invalid": 0, "missing": 2}
+        return order.get(e.get("type", ""), 3 if e.get("type") not in _EXPECTED else 1)
+
+    errors.sort(key=rank)
+    e = errors[0]
+    kind, loc = e.get("type", ""), tuple(e.get("loc", ()))
+    field = _field_name(loc)
+    in_body = bool(loc) and loc[0] == "body"
+    extra: dict[str, Any] = {"accepted_fields": accepted} if in_body else {}
+
+    if kind == "json_invalid" or (in_body and len(loc) == 1 and kind in _EXPECTED):
+        return ApiError(
+            400, "invalid_type", "the request body must be a JSON object", field="body", **extra
+        )
+    if kind == "extra_forbidden":
+        return ApiError(
+            400, "unknown_field", f'field "{field}" is not accepted here', field=field, **extra
+        )
+    if kind == "missing":
+        return ApiError(400, "missing_field", f'field "{field}" is required', field=field, **extra)
+    if kind in _EXPECTED:
+        expected = _EXPECTED[kind]
+        return ApiError(
+            400,
+            "invalid_type",
+            f'field "{field}" must be of type {expected}',
+            field=field,
+            expected=expected,
+            **extra,
+        )
+    return ApiError(
+        400, "invalid_value", f'field "{field}": {e.get("msg", "invalid value")}', field=field,
+        **extra,
+    )
+
+
+async def validation_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    err = error_from_validation(request, exc)
+    return JSONResponse(err.body(), status_code=err.status)
+
+
+async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)

@@ -1,0 +1,65 @@
+"""create_app(settings) -> the ASGI app. Nothing is built at import time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+
+from mailui4agents import __version__
+from mailui4agents.api import admin, agent, auth, events, health, mail, sessions
+from mailui4agents.api.validation import api_error_handler, validation_handler
+from mailui4agents.db import migrate
+from mailui4agents.db.engine import Database
+from mailui4agents.errors import ApiError
+from mailui4agents.events.hub import EventHub
+from mailui4agents.services import identity
+from mailui4agents.settings import Settings
+from mailui4agents.state import Gateway
+
+
+async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
+    """Open the database, migrate it, and make sure an admin exists.
+
+    Returns the gateway and, only on a brand-new database without a configured
+    admin password, the generated one (to print once).
+    """
+    if settings.database_url is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.resolved_database_url())
+    await migrate.upgrade(db)
+    gw = Gateway(settings=settings, db=db, hub=EventHub())
+    async with gw.write() as s:
+        generated = await identity.ensure_admin(s, settings.admin_password)
+    return gw, generated
+
+
+def create_app(settings: Settings, *, on_admin_password: object = None) -> FastAPI:
+    """Build the app. `on_admin_password(pw)` is called once if one was generated."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        gw, generated = await start_gateway(settings)
+        if generated and callable(on_admin_password):
+            on_admin_password(generated)
+        app.state.gateway = gw
+        try:
+            yield
+        finally:
+            await gw.db.dispose()
+
+    app = FastAPI(
+        title="MailUI4Agents",
+        version=__version__,
+        openapi_url="/api/v1/openapi.json",
+        docs_url="/api/v1/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.add_exception_handler(ApiError, api_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_handler)
+    for module in (health, auth, admin, mail, sessions, agent, events):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,66 @@
+"""`agentmail serve`: the gateway in one process (API, SSE, UI, scheduler)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+def _print_admin_password(password: object) -> None:
+    click.echo(
+        "\n"
+        "  Created the first admin.\n"
+        "    username: admin\n"
+        f"    password: {password}\n"
+        "  This password is shown only now. Log in with `agentmail login`.\n",
+        err=True,
+    )
+    sys.stderr.flush()
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8025, show_default=True, type=int, help="0 picks a free port.")
+@click.option(
+    "--data-dir",
+    default="./agentmail-data",
+    show_default=True,
+    envvar="AGENTMAIL_DATA_DIR",
+    type=click.Path(path_type=Path, file_okay=False),
+)
+@click.option(
+    "--database-url",
+    default=None,
+    envvar="AGENTMAIL_DATABASE_URL",
+    help="PostgreSQL URL (postgresql://…); default: SQLite in the data dir.",
+)
+@click.option("--log-level", default="info", show_default=True)
+def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_level: str) -> None:
+    """Run the gateway. Migrations are applied at start."""
+    import uvicorn
+
+    from mailui4agents.app import create_app
+    from mailui4agents.settings import Settings
+
+    settings = Settings.from_env(data_dir=data_dir, database_url=database_url)
+    app = create_app(settings, on_admin_password=_print_admin_password)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
+    )
+    server = uvicorn.Server(config)
+
+    # Print the bound address once listening, so `--port 0` is usable by scripts.
+    original_startup = server.startup
+
+    async def startup(sockets: list[object] | None = None) -> None:
+        await original_startup(sockets=sockets)  # type: ignore[arg-type]
+        for srv in server.servers:
+            for sock in srv.sockets:
+                h, p = sock.getsockname()[:2]
+                click.echo(f"agentmail: listening on http://{h}:{p}", err=True)
+        sys.stderr.flush()
+
+    server.startup = startup  # type: ignore[method-assign]
+    server.run()

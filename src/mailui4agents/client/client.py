@@ -1,0 +1,328 @@
+"""Typed async client for the gateway's REST API and SSE streams.
+
+One client speaks either for an agent (config with a key: ``/api/v1/agent/...``
+routes) or for a human (config with a token: the human routes). Every non-2xx
+answer becomes an :class:`ApiError` carrying the gateway's code and message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from mailui4agents.client.backoff import Backoff
+from mailui4agents.client.config import ClientConfig
+from mailui4agents.client.errors import ApiError, GatewayUnreachable
+from mailui4agents.client.models import Event, InboxItem, MailOut, Page, SessionOut
+from mailui4agents.client.stream import RetryCallback, iter_events
+
+M = TypeVar("M", bound=BaseModel)
+API = "/api/v1"
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+
+
+class AsyncClient:
+    """Async client; use as ``async with AsyncClient(config) as client: ...``."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        reconnect_initial: float = 0.2,
+        reconnect_cap: float = 10.0,
+    ) -> None:
+        self.config = config
+        self._reconnect = (reconnect_initial, reconnect_cap)
+        self._http = httpx.AsyncClient(base_url=config.url, transport=transport, timeout=timeout)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the underlying connections."""
+        await self._http.aclose()
+
+    # -- humans: auth and admin ---------------------------------------------------------
+
+    async def login(self, username: str, password: str) -> str:
+        """Exchange a username and password for a human API token."""
+        body = {"username": username, "password": password}
+        data = await self._call("POST", "/auth/login", json=body, auth=False)
+        return str(data["token"])
+
+    async def create_token(self, name: str) -> str:
+        """Create a named personal API token; it is shown only this once."""
+        return str((await self._call("POST", "/auth/tokens", json={"name": name}))["token"])
+
+    async def admin_create_user(
+        self, username: str, password: str, is_admin: bool = False
+    ) -> dict[str, Any]:
+        """Create a user (admin only): ``{username, is_admin, created_at}``."""
+        body = {"username": username, "password": password, "is_admin": is_admin}
+        return _as_dict(await self._call("POST", "/admin/users", json=body))
+
+    async def admin_create_agent(
+        self, name: str, workspaces: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Create an agent (admin only): ``{name, key, created_at}``; the key is shown once."""
+        body: dict[str, Any] = {"name": name}
+        if workspaces is not None:
+            body["workspaces"] = workspaces
+        return _as_dict(await self._call("POST", "/admin/agents", json=body))
+
+    async def admin_list_users(self) -> list[dict[str, Any]]:
+        """Every user (admin only, no secrets), all pages."""
+        return await self._all_dicts("/admin/users")
+
+    async def admin_list_agents(self) -> list[dict[str, Any]]:
+        """Every agent (admin only, no secrets), all pages."""
+        return await self._all_dicts("/admin/agents")
+
+    async def admin_rotate_key(self, name: str) -> dict[str, Any]:
+        """Issue a new key for agent ``name``; the answer holds the key, shown once."""
+        return _as_dict(await self._call("POST", f"/admin/agents/{_seg(name)}/keys"))
+
+    async def admin_revoke_key(self, name: str, key_id: str) -> None:
+        """Revoke one key of agent ``name``."""
+        await self._call("DELETE", f"/admin/agents/{_seg(name)}/keys/{_seg(key_id)}")
+
+    # -- mail -----------------------------------------------------------------------------
+
+    async def send_mail(
+        self,
+        to: list[str],
+        subject: str,
+        body: str,
+        cc: list[str] | None = None,
+        parent_mail_id: str | None = None,
+        permission_mode: str | None = None,
+        attachment_ids: list[str] | None = None,
+        relay: bool | None = None,
+        relay_key: str | None = None,
+        from_session_id: str | None = None,
+    ) -> MailOut | dict[str, Any]:
+        """Send a mail; returns the MailOut, or ``{"status": "duplicate_relay", ...}``."""
+        self._agent_only(relay=relay, relay_key=relay_key, from_session_id=from_session_id)
+        payload = _without_none(
+            to=to,
+            cc=cc,
+            subject=subject,
+            body=body,
+            parent_mail_id=parent_mail_id,
+            permission_mode=permission_mode,
+            attachment_ids=attachment_ids,
+            relay=relay,
+            relay_key=relay_key,
+            from_session_id=from_session_id,
+        )
+        path = "/agent/mail" if self.config.is_agent else "/mail"
+        data = await self._call("POST", path, json=payload)
+        if isinstance(data, dict) and data.get("status") == "duplicate_relay":
+            return data
+        return MailOut.model_validate(data)
+
+    async def inbox(
+        self,
+        status: str = "unread",
+        session_id: str | None = None,
+        mark_read: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[InboxItem]:
+        """One page of the agent inbox (oldest first) or the human mailbox (newest first)."""
+        if self.config.is_agent:
+            params = _without_none(status=status, session_id=session_id, mark_read=mark_read)
+            params.update(_without_none(limit=limit, cursor=cursor))
+            return await self._page("/agent/inbox", params, InboxItem)
+        if mark_read:
+            raise ValueError("mark_read is an agent inbox option; humans mark mail read by reading")
+        params = _without_none(status=status, session_id=session_id, limit=limit, cursor=cursor)
+        return await self._page("/mailbox", params, InboxItem)
+
+    async def mark_read(
+        self, session_id: str | None = None, mail_ids: list[str] | None = None
+    ) -> int:
+        """Mark the agent's mail read (all of a session, or the given ids); returns the count."""
+        if not self.config.is_agent:
+            raise ValueError("mark_read is an agent endpoint; humans mark mail read by reading")
+        body = _without_none(session_id=session_id, mail_ids=mail_ids)
+        return int((await self._call("POST", "/agent/inbox/read", json=body))["marked"])
+
+    async def read_mail(
+        self, mail_id: str, session_id: str | None = None, body_limit: int | None = None
+    ) -> MailOut:
+        """One mail with its body (``body_limit`` 0 = full; agents only)."""
+        if self.config.is_agent:
+            params = _without_none(session_id=session_id, body_limit=body_limit)
+            data = await self._call("GET", f"/agent/mail/{_seg(mail_id)}", params=params)
+        else:
+            self._agent_only(session_id=session_id, body_limit=body_limit)
+            data = await self._call("GET", f"/mail/{_seg(mail_id)}")
+        return MailOut.model_validate(data)
+
+    async def thread(self, mail_id: str, session_id: str | None = None) -> Page[MailOut]:
+        """Every mail of the mail's session, oldest first, all pages in one Page."""
+        if self.config.is_agent:
+            path = f"/agent/mail/{_seg(mail_id)}/thread"
+            params = _without_none(session_id=session_id)
+        else:
+            self._agent_only(session_id=session_id)
+            path, params = f"/mail/{_seg(mail_id)}/thread", {}
+        items: list[MailOut] = []
+        async for page in self._pages(path, params, MailOut):
+            items.extend(page.items)
+        return Page[MailOut](items=items, next_cursor=None)
+
+    # -- sessions and heartbeat -----------------------------------------------------------
+
+    async def sessions(
+        self,
+        status: str | None = None,
+        workspace: str | None = None,
+        q: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[SessionOut]:
+        """One page of the human's sessions."""
+        params = _without_none(status=status, workspace=workspace, q=q, limit=limit, cursor=cursor)
+        return await self._page("/sessions", params, SessionOut)
+
+    async def get_session(self, session_id: str) -> SessionOut:
+        """One session."""
+        return SessionOut.model_validate(await self._call("GET", f"/sessions/{_seg(session_id)}"))
+
+    async def update_session(self, session_id: str, **fields: Any) -> SessionOut:
+        """Change ``alias``, ``permission_mode`` or ``archived`` of a session."""
+        data = await self._call("PATCH", f"/sessions/{_seg(session_id)}", json=fields)
+        return SessionOut.model_validate(data)
+
+    async def heartbeat(self, **fields: Any) -> dict[str, Any]:
+        """Report the agent's status; answers ``{ok, unknown_fields}``."""
+        return _as_dict(await self._call("POST", "/agent/heartbeat", json=fields))
+
+    # -- live events ----------------------------------------------------------------------
+
+    def events(
+        self, last_event_id: int | None = None, *, on_retry: RetryCallback | None = None
+    ) -> AsyncIterator[Event]:
+        """Live events, forever, reconnecting with backoff; close with ``aclosing``.
+
+        Resumes after ``last_event_id`` when given. Raises :class:`ApiError` on a
+        permanent refusal (401/403), which is never retried.
+        """
+        path = f"{API}/agent/events" if self.config.is_agent else f"{API}/events"
+        initial, cap = self._reconnect
+        return iter_events(
+            self._http,
+            path,
+            headers=self._auth_headers(),
+            last_event_id=None if last_event_id is None else str(last_event_id),
+            backoff=Backoff(initial=initial, cap=cap),
+            on_retry=on_retry,
+        )
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _auth_headers(self) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if self.config.credential:
+            headers["Authorization"] = f"Bearer {self.config.credential}"
+        if self.config.is_agent and self.config.agent_name:
+            headers["X-Agent-Name"] = self.config.agent_name
+        return headers
+
+    def _agent_only(self, **options: object) -> None:
+        given = sorted(name for name, value in options.items() if value is not None)
+        if given and not self.config.is_agent:
+            raise ValueError(f"only agents may pass {', '.join(given)}")
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        auth: bool = True,
+    ) -> Any:
+        headers = self._auth_headers() if auth else {}
+        try:
+            response = await self._http.request(
+                method, API + path, json=json, params=_query(params), headers=headers
+            )
+        except httpx.TransportError as exc:
+            raise GatewayUnreachable(self.config.url, exc) from exc
+        if not response.is_success:
+            raise ApiError.from_response(response)
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            message = f"{method} {path} answered {response.status_code} with a non-JSON body"
+            raise ApiError(response.status_code, "invalid_response", message) from exc
+
+    async def _page(self, path: str, params: Mapping[str, Any], model: type[M]) -> Page[M]:
+        data = _as_dict(await self._call("GET", path, params=params))
+        return Page[model].model_validate(data)  # type: ignore[valid-type]
+
+    async def _pages(
+        self, path: str, params: Mapping[str, Any], model: type[M]
+    ) -> AsyncIterator[Page[M]]:
+        cursor: str | None = None
+        while True:
+            page = await self._page(path, {**params, **_without_none(cursor=cursor)}, model)
+            yield page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def _all_dicts(self, path: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        async for page in self._pages(path, {}, _AnyItem):
+            items.extend(item.model_dump() for item in page.items)
+        return items
+
+
+class _AnyItem(BaseModel, extra="allow"):
+    """A list item kept as-is (admin lists have no typed model yet)."""
+
+
+def _without_none(**values: Any) -> dict[str, Any]:
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _query(params: Mapping[str, Any] | None) -> dict[str, str | int] | None:
+    if not params:
+        return None
+    # httpx would send Python's True as "True"; the gateway expects true|false.
+    return {
+        name: ("true" if value else "false") if isinstance(value, bool) else value
+        for name, value in params.items()
+    }
+
+
+def _seg(value: str) -> str:
+    """Quote one path segment (names and ids rarely need it, but a '/' must not split it)."""
+    return quote(value, safe="")
+
+
+def _as_dict(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ApiError(None, "invalid_response", f"expected a JSON object, got {data!r:.200}")
+    return data

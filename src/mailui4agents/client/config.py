@@ -1,0 +1,105 @@
+"""Where the client finds the gateway and its credentials.
+
+Environment variables win over the config file that ``agentmail login`` writes:
+
+- ``AGENTMAIL_URL``   gateway base URL (default ``http://127.0.0.1:8025``)
+- ``AGENTMAIL_KEY``   an agent key (``am_agent_…``)
+- ``AGENTMAIL_TOKEN`` a human API token (``am_user_…``)
+- ``AGENTMAIL_AGENT`` the agent name, sent as ``X-Agent-Name``
+
+Credentials are taken as a pair: when the environment names a key or a token,
+the file's credentials are ignored, so an exported agent key never gets mixed
+with a token stored by an earlier login.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8025"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Gateway URL plus one credential: an agent ``key`` or a human ``token``."""
+
+    url: str = DEFAULT_URL
+    key: str | None = None
+    token: str | None = None
+    agent_name: str | None = None
+
+    @property
+    def is_agent(self) -> bool:
+        """True when the client speaks for an agent (uses the ``/agent`` routes)."""
+        return self.key is not None
+
+    @property
+    def credential(self) -> str | None:
+        """The bearer credential to send; the agent key wins when both are set."""
+        return self.key if self.key is not None else self.token
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None, path: Path | None = None) -> ClientConfig:
+        """Build a config from ``env`` (default ``os.environ``) and the config file."""
+        environ = os.environ if env is None else env
+        stored = read_config_file(path if path is not None else config_path(environ))
+        env_key = environ.get("AGENTMAIL_KEY") or None
+        env_token = environ.get("AGENTMAIL_TOKEN") or None
+        if env_key or env_token:
+            key, token = env_key, env_token
+        else:
+            key, token = _str_or_none(stored.get("key")), _str_or_none(stored.get("token"))
+        url = environ.get("AGENTMAIL_URL") or _str_or_none(stored.get("url")) or DEFAULT_URL
+        agent = environ.get("AGENTMAIL_AGENT") or _str_or_none(stored.get("agent_name"))
+        return cls(url=url.rstrip("/"), key=key, token=token, agent_name=agent)
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/agentmail/config.json``, default ``~/.config/agentmail/config.json``."""
+    environ = os.environ if env is None else env
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "agentmail" / "config.json"
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The stored settings, or ``{}`` when the file does not exist."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
+
+
+def write_config_file(values: Mapping[str, Any], path: Path | None = None) -> Path:
+    """Merge ``values`` into the config file, readable by the owner only (0600).
+
+    The file holds a token, so it is never world-readable, not even briefly: a
+    temporary file is created with mode 0600 and renamed over the old one.
+    """
+    target = path if path is not None else config_path()
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    merged = {**read_config_file(target), **values}
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)  # O_CREAT's mode skips a leftover file
+            json.dump(merged, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    os.replace(temporary, target)
+    return target
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,123 @@
+"""The reconnecting SSE loop behind :meth:`AsyncClient.events`.
+
+Guarantees: events come out in order, none is lost across reconnects (the last
+seen id goes back as ``Last-Event-ID``) and none is repeated (ids at or below the
+newest one already yielded are dropped). Permanent refusals (401 revoked key,
+403 wrong agent) end the loop at once; everything else is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import anyio
+import httpx
+
+from mailui4agents.client.backoff import Backoff
+from mailui4agents.client.errors import ApiError, GatewayUnreachable
+from mailui4agents.client.models import Event
+from mailui4agents.client.sse import SSEEvent, SSEParser
+
+logger = logging.getLogger(__name__)
+
+#: Called before each wait: the failure (None for a stream that simply ended) and the delay.
+RetryCallback = Callable[[ApiError | None, float], None]
+
+# The gateway pings every 15 s, so a read that waits 45 s has met a dead connection.
+STREAM_TIMEOUT = httpx.Timeout(connect=10.0, read=45.0, write=10.0, pool=10.0)
+
+
+async def iter_events(
+    http: httpx.AsyncClient,
+    path: str,
+    *,
+    headers: Mapping[str, str],
+    last_event_id: str | None,
+    backoff: Backoff,
+    on_retry: RetryCallback | None = None,
+) -> AsyncIterator[Event]:
+    """Yield the events of the stream at ``path`` forever, reconnecting as needed."""
+    resume = last_event_id
+    newest = _as_int(last_event_id)
+    while True:
+        failure: ApiError | None = None
+        try:
+            async with http.stream(
+                "GET", path, headers=_stream_headers(headers, resume), timeout=STREAM_TIMEOUT
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    failure = ApiError.from_response(response)
+                    if failure.permanent:
+                        raise failure
+                else:
+                    _require_event_stream(response)
+                    parser = SSEParser()
+                    async for chunk in response.aiter_bytes():
+                        backoff.reset()  # the connection works; start over next time
+                        for sse in parser.feed(chunk):
+                            event = _to_event(sse)
+                            if event is None or _seen(event.id, newest):
+                                continue
+                            newest = event.id if event.id is not None else newest
+                            yield event
+                        resume = parser.last_event_id or resume
+                        if parser.retry is not None:
+                            backoff.initial = min(max(parser.retry / 1000, 0.001), backoff.cap)
+        except httpx.TransportError as exc:
+            failure = GatewayUnreachable(str(http.base_url), exc)
+        delay = backoff.next_delay()
+        if failure is not None and failure.retry_after is not None:
+            delay = max(delay, failure.retry_after)
+        logger.info("event stream %s ended (%s); reconnecting in %.2f s", path, failure, delay)
+        if on_retry is not None:
+            on_retry(failure, delay)
+        await anyio.sleep(delay)
+
+
+def _stream_headers(headers: Mapping[str, str], resume: str | None) -> dict[str, str]:
+    result = {**headers, "Accept": "text/event-stream", "Cache-Control": "no-cache"}
+    if resume:
+        result["Last-Event-ID"] = resume
+    return result
+
+
+def _require_event_stream(response: httpx.Response) -> None:
+    content_type = response.headers.get("content-type", "")
+    if not content_type.lower().startswith("text/event-stream"):
+        # Most likely the URL points at something that is not the gateway;
+        # retrying would hammer it forever, so stop here.
+        raise ApiError(
+            response.status_code,
+            "not_event_stream",
+            f"{response.url} answered {content_type or 'no content type'}, "
+            "not text/event-stream: is AGENTMAIL_URL the gateway?",
+            permanent=True,
+        )
+
+
+def _to_event(sse: SSEEvent) -> Event | None:
+    if sse.event == "ping":
+        return None
+    return Event(id=_as_int(sse.id), type=sse.event, data=_decode(sse.data))
+
+
+def _decode(data: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except json.JSONDecodeError:
+        return {"raw": data}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _seen(event_id: int | None, newest: int | None) -> bool:
+    return event_id is not None and newest is not None and event_id <= newest
+
+
+def _as_int(value: str | None) -> int | None:
+    if value is None or not (value.isascii() and value.isdigit()):
+        return None
+    return int(value)

@@ -1,0 +1,1 @@
+"""Database: tables, engines and migrations."""

@@ -1,0 +1,19 @@
+"""Alembic environment: run against the connection the gateway hands us."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from mailui4agents.db.tables import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:  # pragma: no cover - only for `alembic` run by hand
+    raise RuntimeError("run migrations through mailui4agents.db.migrate")
+
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,165 @@
+"""The tables. Row classes are named `…Row`; they never leave services/."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from mailui4agents.db.types import SerialId, UTCDateTime, utcnow
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def new_id() -> str:
+    """A fresh UUID as text (ids travel as strings everywhere)."""
+    return str(uuid.uuid4())
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class UserRow(Base):
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    username: Mapped[str] = mapped_column(String(200), unique=True)
+    password_hash: Mapped[str] = mapped_column(Text)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class UserTokenRow(Base):
+    __tablename__ = "user_tokens"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class AgentRow(Base):
+    __tablename__ = "agents"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    workspaces: Mapped[list[str]] = mapped_column(JSON, default=list)
+    status: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    platform: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    version: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    mode_enforcement: Mapped[str] = mapped_column(String(20), default="advisory")
+    heartbeat: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AgentKeyRow(Base):
+    __tablename__ = "agent_keys"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+    __table_args__ = (
+        UniqueConstraint("workspace", "alias"),
+        Index("ix_sessions_created_by_created_at", "created_by", "created_at"),
+    )
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    alias: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    alias_manual: Mapped[bool] = mapped_column(Boolean, default=False)
+    workspace: Mapped[str] = mapped_column(Text, default="")
+    # "name\x00workspace" for the default session of that pair; NULL otherwise.
+    default_key: Mapped[str | None] = mapped_column(Text, nullable=True, unique=True)
+    status: Mapped[str] = mapped_column(String(20), default="active")
+    permission_mode: Mapped[str] = mapped_column(String(20), default="workspace")
+    permission_enforcement: Mapped[str] = mapped_column(String(20), default="advisory")
+    platform_id: Mapped[str | None] = mapped_column(Text, nullable=True)
+    hop_limit: Mapped[int] = mapped_column(Integer, default=5)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_mail_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class MailRow(Base):
+    __tablename__ = "mails"
+    __table_args__ = (Index("ix_mails_session_id_seq", "session_id", "seq"),)
+    # seq orders mail (and pages lists); id is the public identifier.
+    seq: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(36), unique=True, default=new_id)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
+    from_name: Mapped[str] = mapped_column(String(200))
+    from_human: Mapped[bool] = mapped_column(Boolean)
+    subject: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    parent_mail_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    type: Mapped[str] = mapped_column(String(30), default="message")
+    relay: Mapped[bool] = mapped_column(Boolean, default=False)
+    relay_key: Mapped[str | None] = mapped_column(String(160), nullable=True, unique=True)
+    from_session_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class RecipientRow(Base):
+    """One row per recipient of a mail; it holds that reader's read state."""
+
+    __tablename__ = "mail_recipients"
+    __table_args__ = (
+        UniqueConstraint("mail_seq", "name"),
+        Index("ix_mail_recipients_name_read_at", "name", "read_at"),
+    )
+    id: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
+    mail_seq: Mapped[int] = mapped_column(ForeignKey("mails.seq", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    is_human: Mapped[bool] = mapped_column(Boolean)
+    role: Mapped[str] = mapped_column(String(4))  # "to" | "cc"
+    position: Mapped[int] = mapped_column(Integer)
+    read_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ReadLogRow(Base):
+    """Every read of mail content: who, in which session scope, when."""
+
+    __tablename__ = "read_log"
+    id: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
+    reader: Mapped[str] = mapped_column(String(200))
+    reader_kind: Mapped[str] = mapped_column(String(10))
+    mail_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    session_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    scope_session_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    action: Mapped[str] = mapped_column(String(30))
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class EventRow(Base):
+    """The durable event log: one row per event per receiving principal."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_principal_id", "principal", "id"),)
+    id: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
+    principal: Mapped[str] = mapped_column(String(220))  # "agent:claude" | "user:ana"
+    type: Mapped[str] = mapped_column(String(40))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,1 @@
+"""Pure domain rules: addresses, aliases (no I/O)."""

@@ -1,0 +1,1 @@
+"""Durable event log and live fan-out."""

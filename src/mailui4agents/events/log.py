@@ -1,0 +1,42 @@
+"""The durable event log. Events are rows written in the same transaction as the
+change they announce, so an event exists if and only if its change committed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import func, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import EventRow
+
+_PG_EVENT_LOCK = 0x6D61696C  # any constant; serialises appends on PostgreSQL
+
+
+async def append(s: AsyncSession, principals: Iterable[str], type_: str, data: Any) -> None:
+    """Add one event per principal; they are notified after the commit."""
+    if s.bind.dialect.name == "postgresql" and not s.info.get("event_lock"):
+        # Ids must become visible in increasing order, or a reader that has seen
+        # id 10 could miss an id 9 committed later. SQLite has one writer anyway.
+        await s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_EVENT_LOCK})
+        s.info["event_lock"] = True
+    notify: set[str] = s.info.setdefault("notify", set())
+    for principal in principals:
+        s.add(EventRow(principal=principal, type=type_, data=data))
+        notify.add(principal)
+
+
+async def since(s: AsyncSession, principal: str, after: int, limit: int) -> list[EventRow]:
+    rows = await s.scalars(
+        select(EventRow)
+        .where(EventRow.principal == principal, EventRow.id > after)
+        .order_by(EventRow.id)
+        .limit(limit)
+    )
+    return list(rows.all())
+
+
+async def last_id(s: AsyncSession) -> int:
+    """The newest event id of the whole log (0 when empty)."""
+    return int(await s.scalar(select(func.coalesce(func.max(EventRow.id), 0))) or 0)

@@ -1,0 +1,1 @@
+"""Use cases. All SQL lives here."""

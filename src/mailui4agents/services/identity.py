@@ -1,0 +1,204 @@
+"""Users, agents, passwords, tokens and keys."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime
+from typing import Any
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import AgentKeyRow, AgentRow, UserRow, UserTokenRow
+from mailui4agents.db.types import utcnow
+from mailui4agents.errors import ApiError, conflict, invalid_value, not_found
+from mailui4agents.services.principals import Principal
+
+USER_TOKEN_PREFIX = "am_user_"
+AGENT_KEY_PREFIX = "am_agent_"
+_hasher = PasswordHasher()
+
+
+def hash_token(token: str) -> str:
+    """Tokens are 256 random bits, so a fast hash is enough (unlike passwords)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_secret(prefix: str) -> str:
+    return prefix + secrets.token_urlsafe(32)
+
+
+def fmt_time(dt: datetime | None) -> str | None:
+    """RFC 3339 in UTC with a Z."""
+    return None if dt is None else dt.isoformat().replace("+00:00", "Z")
+
+
+def _check_name(name: str, field: str) -> None:
+    bad = not name or len(name) > 200 or any(c in name for c in "@ \t\r\n/.")
+    if bad:
+        raise invalid_value(
+            field, f"{field} must be 1-200 characters without '@', '.', '/' or spaces"
+        )
+
+
+async def name_taken(s: AsyncSession, name: str) -> bool:
+    """Users and agents share one namespace: an address must mean one principal."""
+    user = await s.scalar(select(UserRow.id).where(UserRow.username == name))
+    agent = await s.scalar(select(AgentRow.id).where(AgentRow.name == name))
+    return user is not None or agent is not None
+
+
+async def create_user(
+    s: AsyncSession, username: str, password: str, is_admin: bool = False
+) -> UserRow:
+    _check_name(username, "username")
+    if len(password) < 8:
+        raise invalid_value("password", "password must have at least 8 characters")
+    if await name_taken(s, username):
+        raise conflict(f"the name '{username}' is already taken")
+    row = UserRow(username=username, password_hash=_hasher.hash(password), is_admin=is_admin)
+    s.add(row)
+    await s.flush()
+    return row
+
+
+async def verify_password(s: AsyncSession, username: str, password: str) -> UserRow:
+    row = await s.scalar(select(UserRow).where(UserRow.username == username))
+    if row is None:
+        _hasher.hash(password)  # spend the same time as a real check
+        raise ApiError(401, "unauthorized", "wrong username or password")
+    try:
+        _hasher.verify(row.password_hash, password)
+    except (VerificationError, InvalidHashError):
+        raise ApiError(401, "unauthorized", "wrong username or password") from None
+    return row
+
+
+async def issue_user_token(s: AsyncSession, user_id: str, name: str) -> str:
+    token = new_secret(USER_TOKEN_PREFIX)
+    s.add(UserTokenRow(user_id=user_id, name=name, token_hash=hash_token(token)))
+    await s.flush()
+    return token
+
+
+async def create_agent(
+    s: AsyncSession, name: str, workspaces: list[str] | None = None
+) -> tuple[AgentRow, str]:
+    _check_name(name, "name")
+    if await name_taken(s, name):
+        raise conflict(f"the name '{name}' is already taken")
+    row = AgentRow(name=name, workspaces=list(workspaces or []))
+    s.add(row)
+    await s.flush()
+    key = await issue_agent_key(s, row)
+    return row, key
+
+
+async def issue_agent_key(s: AsyncSession, agent: AgentRow) -> str:
+    key = new_secret(AGENT_KEY_PREFIX)
+    s.add(AgentKeyRow(agent_id=agent.id, key_hash=hash_token(key), prefix=key[:14]))
+    await s.flush()
+    return key
+
+
+async def get_agent(s: AsyncSession, name: str) -> AgentRow:
+    row = await s.scalar(select(AgentRow).where(AgentRow.name == name))
+    if row is None:
+        raise not_found(f"agent '{name}'")
+    return row
+
+
+async def revoke_agent_key(s: AsyncSession, name: str, key_id: str) -> None:
+    agent = await get_agent(s, name)
+    result = await s.execute(
+        update(AgentKeyRow)
+        .where(AgentKeyRow.id == key_id, AgentKeyRow.agent_id == agent.id)
+        .where(AgentKeyRow.revoked_at.is_(None))
+        .values(revoked_at=utcnow())
+    )
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        raise not_found(f"active key '{key_id}' of agent '{name}'")
+
+
+async def authenticate(s: AsyncSession, token: str) -> Principal | None:
+    """The principal a bearer token belongs to, or None (unknown or revoked)."""
+    digest = hash_token(token)
+    if token.startswith(AGENT_KEY_PREFIX):
+        agent_row = (
+            await s.execute(
+                select(AgentRow)
+                .join(AgentKeyRow, AgentKeyRow.agent_id == AgentRow.id)
+                .where(AgentKeyRow.key_hash == digest, AgentKeyRow.revoked_at.is_(None))
+            )
+        ).scalar_one_or_none()
+        return None if agent_row is None else Principal("agent", agent_row.id, agent_row.name)
+    if token.startswith(USER_TOKEN_PREFIX):
+        user_row = (
+            await s.execute(
+                select(UserRow)
+                .join(UserTokenRow, UserTokenRow.user_id == UserRow.id)
+                .where(UserTokenRow.token_hash == digest, UserTokenRow.revoked_at.is_(None))
+            )
+        ).scalar_one_or_none()
+        if user_row is None:
+            return None
+        return Principal("user", user_row.id, user_row.username, user_row.is_admin)
+    return None
+
+
+async def kind_of(s: AsyncSession, name: str) -> str | None:
+    """"user", "agent" or None for a name."""
+    if await s.scalar(select(UserRow.id).where(UserRow.username == name)):
+        return "user"
+    if await s.scalar(select(AgentRow.id).where(AgentRow.name == name)):
+        return "agent"
+    return None
+
+
+async def ensure_admin(s: AsyncSession, password: str | None) -> str | None:
+    """On an empty database create user `admin`. Returns a generated password, once."""
+    if await s.scalar(select(UserRow.id).limit(1)) is not None:
+        return None
+    generated = None
+    if not password:
+        generated = password = secrets.token_urlsafe(18)
+    await create_user(s, "admin", password, is_admin=True)
+    return generated
+
+
+def user_out(row: UserRow) -> dict[str, Any]:
+    return {
+        "username": row.username,
+        "is_admin": row.is_admin,
+        "created_at": fmt_time(row.created_at),
+    }
+
+
+async def agent_out(s: AsyncSession, row: AgentRow) -> dict[str, Any]:
+    keys = (
+        await s.scalars(
+            select(AgentKeyRow).where(AgentKeyRow.agent_id == row.id).order_by(AgentKeyRow.created_at)
+        )
+    ).all()
+    return {
+        "name": row.name,
+        "workspaces": row.workspaces,
+        "status": row.status,
+        "platform": row.platform,
+        "version": row.version,
+        "mode_enforcement": row.mode_enforcement,
+        "last_seen_at": fmt_time(row.last_seen_at),
+        "created_at": fmt_time(row.created_at),
+        "keys": [
+            {
+                "key_id": k.id,
+                "prefix": k.prefix,
+                "created_at": fmt_time(k.created_at),
+                "revoked_at": fmt_time(k.revoked_at),
+            }
+            for k in keys
+        ],
+    }

@@ -1,0 +1,302 @@
+"""Mail: send, inbox, read, thread, read state and the read log."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import MailRow, ReadLogRow, RecipientRow, SessionRow
+from mailui4agents.db.types import utcnow
+from mailui4agents.domain.addresses import Address, AddressError, parse_address
+from mailui4agents.errors import ApiError, invalid_value, not_found
+from mailui4agents.events import log
+from mailui4agents.services import identity, sessions
+from mailui4agents.services.principals import Principal, principal_key
+from mailui4agents.services.views import MailContext, delivery_fields, mail_out
+from mailui4agents.settings import Settings
+
+RELAY_KEY_MAX_BYTES = 160
+
+
+def _parse_all(field: str, texts: Sequence[str]) -> list[Address]:
+    out = []
+    for i, text in enumerate(texts):
+        try:
+            out.append(parse_address(text))
+        except AddressError as e:
+            raise invalid_value(f"{field}[{i}]", str(e)) from None
+    return out
+
+
+async def _contexts(s: AsyncSession, mails: Sequence[MailRow]) -> list[MailContext]:
+    """Load sessions and recipients for many mails in two queries."""
+    if not mails:
+        return []
+    sids = {m.session_id for m in mails}
+    sess = {r.id: r for r in (await s.scalars(select(SessionRow).where(SessionRow.id.in_(sids))))}
+    recs: dict[int, list[RecipientRow]] = {m.seq: [] for m in mails}
+    rows = await s.scalars(select(RecipientRow).where(RecipientRow.mail_seq.in_(list(recs))))
+    for r in rows:
+        recs[r.mail_seq].append(r)
+    return [MailContext(m, sess[m.session_id], recs[m.seq]) for m in mails]
+
+
+async def send_mail(
+    s: AsyncSession,
+    settings: Settings,
+    sender: Principal,
+    *,
+    to: list[str],
+    cc: list[str],
+    subject: str,
+    body: str,
+    parent_mail_id: str | None = None,
+    permission_mode: str | None = None,
+    relay: bool = False,
+    relay_key: str | None = None,
+    from_session_id: str | None = None,
+    type_: str = "message",
+) -> tuple[int, dict[str, Any]]:
+    """Store a mail and one `new_mail` event per recipient. Returns (status, body)."""
+    if relay_key is not None:
+        if len(relay_key.encode()) > RELAY_KEY_MAX_BYTES:
+            raise ApiError(
+                400,
+                "relay_key_too_long",
+                f"relay_key is {len(relay_key.encode())} bytes; at most "
+                f"{RELAY_KEY_MAX_BYTES} (clients shorten long keys with ':sha256:<hex>')",
+                field="relay_key",
+            )
+        dup = await s.scalar(select(MailRow.id).where(MailRow.relay_key == relay_key))
+        if dup is not None:
+            return 200, {"status": "duplicate_relay", "mail_id": dup}
+    if not to:
+        raise invalid_value("to", "a mail needs at least one recipient in 'to'")
+    to_addrs, cc_addrs = _parse_all("to", to), _parse_all("cc", cc)
+
+    kinds: dict[str, bool] = {}
+    for field, addrs in (("to", to_addrs), ("cc", cc_addrs)):
+        for i, a in enumerate(addrs):
+            kind = await identity.kind_of(s, a.name)
+            if kind is None:
+                raise invalid_value(f"{field}[{i}]", f"no user or agent is named '{a.name}'")
+            kinds[a.name] = kind == "user"
+
+    parent = None
+    if parent_mail_id is not None:
+        parent = await s.scalar(select(MailRow).where(MailRow.id == parent_mail_id))
+        if parent is None or not await sessions.is_participant(
+            s, parent.session_id, sender.name
+        ):
+            raise invalid_value("parent_mail_id", f"no mail '{parent_mail_id}' you can reply to")
+
+    session, _created = await sessions.resolve_target(
+        s, settings, sender, to_addrs, cc_addrs, subject, parent, permission_mode
+    )
+    now = utcnow()
+    mail = MailRow(
+        session_id=session.id,
+        from_name=sender.name,
+        from_human=sender.is_human,
+        subject=subject,
+        body=body,
+        parent_mail_id=parent_mail_id,
+        type=type_,
+        relay=relay,
+        relay_key=relay_key,
+        from_session_id=from_session_id,
+        created_at=now,
+    )
+    s.add(mail)
+    await s.flush()
+    recipients: list[RecipientRow] = []
+    seen: set[str] = set()
+    for role, addrs in (("to", to_addrs), ("cc", cc_addrs)):
+        for a in addrs:
+            if a.name in seen:
+                continue  # one delivery per person, "to" wins over "cc"
+            seen.add(a.name)
+            recipients.append(
+                RecipientRow(
+                    mail_seq=mail.seq,
+                    name=a.name,
+                    is_human=kinds[a.name],
+                    role=role,
+                    position=len(recipients),
+                )
+            )
+    s.add_all(recipients)
+    session.last_mail_at = now
+    await s.flush()
+    ctx = MailContext(mail, session, recipients)
+    for r in recipients:
+        await log.append(s, [principal_key(r.name, r.is_human)], "new_mail", delivery_fields(ctx, r.name))
+    return 201, mail_out(ctx, sender.name)
+
+
+async def record_reads(
+    s: AsyncSession,
+    reader: Principal,
+    ctxs: Sequence[MailContext],
+    scope_session_id: str | None,
+    action: str,
+) -> None:
+    """Every read is recorded, so an out-of-scope read can be told from a normal one."""
+    if not ctxs:
+        return
+    now = utcnow()
+    await s.execute(
+        insert(ReadLogRow),
+        [
+            {
+                "reader": reader.name,
+                "reader_kind": reader.kind,
+                "mail_id": c.mail.id,
+                "session_id": c.session.id,
+                "scope_session_id": scope_session_id,
+                "action": action,
+                "at": now,
+            }
+            for c in ctxs
+        ],
+    )
+
+
+async def mark_read(s: AsyncSession, reader: str, ctxs: Sequence[MailContext]) -> int:
+    """Mark exactly these mails read for this reader (never anything else)."""
+    ids = [r.id for c in ctxs for r in c.recipients if r.name == reader and r.read_at is None]
+    if not ids:
+        return 0
+    now = utcnow()
+    await s.execute(
+        update(RecipientRow)
+        .where(RecipientRow.id.in_(ids))
+        .values(read_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    for c in ctxs:
+        for r in c.recipients:
+            if r.id in ids:
+                r.read_at = now
+    return len(ids)
+
+
+def _cursor(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise invalid_value("cursor", "cursor is not one this server gave out") from None
+
+
+async def inbox(
+    s: AsyncSession,
+    reader: Principal,
+    *,
+    status: str,
+    session_id: str | None,
+    limit: int,
+    cursor: str | None,
+    newest_first: bool,
+    mark: bool,
+    q: str | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Mail addressed to `reader`. With `mark`, exactly the listed rows become read."""
+    stmt = (
+        select(MailRow)
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(RecipientRow.name == reader.name)
+    )
+    if status == "unread":
+        stmt = stmt.where(RecipientRow.read_at.is_(None))
+    if session_id is not None:
+        stmt = stmt.where(MailRow.session_id == session_id)
+    if q:
+        stmt = stmt.where(
+            MailRow.subject.contains(q, autoescape=True) | MailRow.body.contains(q, autoescape=True)
+        )
+    after = _cursor(cursor)
+    if after is not None:
+        stmt = stmt.where(MailRow.seq < after if newest_first else MailRow.seq > after)
+    stmt = stmt.order_by(MailRow.seq.desc() if newest_first else MailRow.seq)
+    mails = list((await s.scalars(stmt.limit(limit + 1))).all())
+    more = len(mails) > limit
+    mails = mails[:limit]
+    ctxs = await _contexts(s, mails)
+    await record_reads(s, reader, ctxs, session_id, "inbox")
+    items = [mail_out(c, reader.name) for c in ctxs]  # read state as it was when listed
+    if mark:
+        await mark_read(s, reader.name, ctxs)
+    return items, (str(mails[-1].seq) if more else None)
+
+
+async def _readable(s: AsyncSession, reader: Principal, mail_id: str) -> MailContext:
+    mail = await s.scalar(select(MailRow).where(MailRow.id == mail_id))
+    if mail is None:
+        raise not_found(f"mail '{mail_id}'")
+    try:
+        await sessions.require_reader(s, mail.session_id, reader)
+    except ApiError:
+        raise not_found(f"mail '{mail_id}'") from None
+    return (await _contexts(s, [mail]))[0]
+
+
+async def read_mail(
+    s: AsyncSession,
+    reader: Principal,
+    mail_id: str,
+    *,
+    scope_session_id: str | None,
+    body_limit: int | None,
+) -> dict[str, Any]:
+    ctx = await _readable(s, reader, mail_id)
+    await record_reads(s, reader, [ctx], scope_session_id, "read")
+    await mark_read(s, reader.name, [ctx])
+    return mail_out(ctx, reader.name, body_limit)
+
+
+async def mark_read_request(
+    s: AsyncSession, reader: Principal, session_id: str | None, mail_ids: list[str] | None
+) -> int:
+    if session_id is None and mail_ids is None:
+        raise ApiError(
+            400, "missing_field", "give session_id or mail_ids (or both)", field="mail_ids"
+        )
+    stmt = (
+        select(MailRow)
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(RecipientRow.name == reader.name, RecipientRow.read_at.is_(None))
+    )
+    if session_id is not None:
+        stmt = stmt.where(MailRow.session_id == session_id)
+    if mail_ids is not None:
+        stmt = stmt.where(MailRow.id.in_(mail_ids))
+    ctxs = await _contexts(s, list((await s.scalars(stmt)).all()))
+    return await mark_read(s, reader.name, ctxs)
+
+
+async def thread(
+    s: AsyncSession,
+    reader: Principal,
+    mail_id: str,
+    *,
+    scope_session_id: str | None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Every mail of that mail's session, oldest first (a session is a thread)."""
+    anchor = await _readable(s, reader, mail_id)
+    stmt = select(MailRow).where(MailRow.session_id == anchor.session.id)
+    after = _cursor(cursor)
+    if after is not None:
+        stmt = stmt.where(MailRow.seq > after)
+    mails = list((await s.scalars(stmt.order_by(MailRow.seq).limit(limit + 1))).all())
+    more = len(mails) > limit
+    mails = mails[:limit]
+    ctxs = await _contexts(s, mails)
+    await record_reads(s, reader, ctxs, scope_session_id, "thread")
+    return [mail_out(c, reader.name) for c in ctxs], (str(mails[-1].seq) if more else None)

@@ -1,0 +1,334 @@
+"""Sessions: routing a mail to its session, aliases, rate limits, updates."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow, new_id
+from mailui4agents.db.types import utcnow
+from mailui4agents.domain.addresses import NEW_SESSION, Address, is_valid_alias
+from mailui4agents.domain.aliases import alias_candidates, auto_alias, close_matches
+from mailui4agents.errors import ApiError, conflict, forbidden, invalid_value, not_found
+from mailui4agents.events import log
+from mailui4agents.services.principals import Principal, principal_key
+from mailui4agents.services.views import session_out
+from mailui4agents.settings import Settings
+
+
+async def check_rate_limit(s: AsyncSession, settings: Settings, creator: str) -> None:
+    """A runaway agent must not create thousands of sessions."""
+    since = utcnow() - timedelta(seconds=settings.session_rate_window_s)
+    recent = (
+        await s.scalars(
+            select(SessionRow.created_at)
+            .where(SessionRow.created_by == creator, SessionRow.created_at > since)
+            .order_by(SessionRow.created_at)
+        )
+    ).all()
+    if len(recent) >= settings.session_rate_limit:
+        oldest = recent[len(recent) - settings.session_rate_limit]
+        wait = oldest + timedelta(seconds=settings.session_rate_window_s) - utcnow()
+        retry = max(1, int(wait.total_seconds() + 0.999))
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"'{creator}' created {len(recent)} sessions in the last "
+            f"{settings.session_rate_window_s:g} s; try again in {retry} s",
+            headers={"Retry-After": str(retry)},
+            retry_after=retry,
+        )
+
+
+async def _assign_alias(s: AsyncSession, row: SessionRow, base: str) -> None:
+    """Give the session its first free candidate alias with a conditional write
+    (only while still empty), so concurrent first mails cannot name it twice."""
+    candidates = alias_candidates(base, row.id)
+    taken = set(
+        (
+            await s.scalars(
+                select(SessionRow.alias).where(
+                    SessionRow.workspace == row.workspace, SessionRow.alias.in_(candidates)
+                )
+            )
+        ).all()
+    )
+    for alias in candidates:
+        if alias in taken:
+            continue
+        try:
+            async with s.begin_nested():
+                result = await s.execute(
+                    update(SessionRow)
+                    .where(SessionRow.id == row.id, SessionRow.alias.is_(None))
+                    .values(alias=alias)
+                    .execution_options(synchronize_session=False)
+                )
+        except IntegrityError:
+            continue  # taken by a concurrent writer (PostgreSQL); try the next
+        if result.rowcount:  # type: ignore[attr-defined]
+            row.alias = alias
+        else:
+            await s.refresh(row, ["alias"])
+        return
+    raise conflict("no free alias for this session")  # pragma: no cover
+
+
+async def create_session(
+    s: AsyncSession,
+    settings: Settings,
+    creator: str,
+    workspace: str,
+    alias_base: str,
+    *,
+    permission_mode: str | None = None,
+    default_key: str | None = None,
+) -> SessionRow:
+    await check_rate_limit(s, settings, creator)
+    row = SessionRow(
+        id=new_id(),
+        workspace=workspace,
+        created_by=creator,
+        default_key=default_key,
+        hop_limit=settings.default_hop_limit,
+        permission_mode=permission_mode or "workspace",
+    )
+    s.add(row)
+    await s.flush()
+    await _assign_alias(s, row, alias_base)
+    return row
+
+
+async def by_alias(s: AsyncSession, workspace: str, alias: str) -> SessionRow:
+    row = await s.scalar(
+        select(SessionRow).where(SessionRow.workspace == workspace, SessionRow.alias == alias)
+    )
+    if row is None:
+        known = (
+            await s.scalars(select(SessionRow.alias).where(SessionRow.workspace == workspace))
+        ).all()
+        raise ApiError(
+            404,
+            "not_found",
+            f"no session '{alias}' in workspace '{workspace}'",
+            field="to",
+            close_matches=close_matches(alias, [a for a in known if a]),
+        )
+    return row
+
+
+async def get_session(s: AsyncSession, session_id: str) -> SessionRow:
+    row = await s.get(SessionRow, session_id)
+    if row is None:
+        raise not_found(f"session '{session_id}'")
+    return row
+
+
+async def resolve_target(
+    s: AsyncSession,
+    settings: Settings,
+    sender: Principal,
+    to: list[Address],
+    cc: list[Address],
+    subject: str,
+    parent: MailRow | None,
+    permission_mode: str | None,
+) -> tuple[SessionRow, bool]:
+    """Find or create the session a mail goes to. Returns (session, created)."""
+    explicit = [(f, a) for f, addrs in (("to", to), ("cc", cc)) for a in addrs if a.session]
+    created = False
+    if parent is not None:
+        session = await get_session(s, parent.session_id)
+    else:
+        primary = next((a for f, a in explicit if f == "to"), None)
+        if primary is not None and primary.session == NEW_SESSION:
+            base = auto_alias(primary.name, subject)
+            session = await create_session(
+                s, settings, sender.name, primary.path, base, permission_mode=permission_mode
+            )
+            created = True
+        elif primary is not None:
+            session = await by_alias(s, primary.path, str(primary.session))
+        else:
+            first = to[0]
+            key = f"{first.name}\x00{first.path}"
+            found = await s.scalar(select(SessionRow).where(SessionRow.default_key == key))
+            if found is None:
+                base = auto_alias(first.name, subject)
+                session = await create_session(
+                    s,
+                    settings,
+                    sender.name,
+                    first.path,
+                    base,
+                    permission_mode=permission_mode,
+                    default_key=key,
+                )
+                created = True
+            else:
+                session = found
+    for field, addr in explicit:
+        same = addr.path == session.workspace and (
+            addr.session == session.alias or (created and addr.session == NEW_SESSION)
+        )
+        if not same:
+            raise invalid_value(
+                field,
+                f"'{addr.name}@{addr.path}.{addr.session}' names another session than this "
+                f"mail goes to ({session.alias}); send separate mails to separate sessions",
+            )
+    if permission_mode is not None and not created:
+        raise invalid_value(
+            "permission_mode",
+            "permission_mode applies only to a mail that creates a session; "
+            "change an existing session's mode with PATCH /api/v1/sessions/{id}",
+        )
+    if session.status == "archived":
+        raise conflict(f"session '{session.alias}' is archived; unarchive it to continue")
+    return session, created
+
+
+async def participants(s: AsyncSession, session_id: str) -> list[tuple[str, bool]]:
+    """(name, is_human) of everyone in from/to/cc of the session's mails."""
+    senders = (
+        await s.execute(
+            select(MailRow.from_name, MailRow.from_human)
+            .where(MailRow.session_id == session_id)
+            .distinct()
+        )
+    ).all()
+    recipients = (
+        await s.execute(
+            select(RecipientRow.name, RecipientRow.is_human)
+            .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+            .where(MailRow.session_id == session_id)
+            .distinct()
+        )
+    ).all()
+    seen: dict[str, bool] = {}
+    for name, human in [*senders, *recipients]:
+        seen.setdefault(name, human)
+    return sorted(seen.items())
+
+
+async def is_participant(s: AsyncSession, session_id: str, name: str) -> bool:
+    sent = await s.scalar(
+        select(MailRow.seq).where(MailRow.session_id == session_id, MailRow.from_name == name)
+        .limit(1)
+    )
+    if sent is not None:
+        return True
+    got = await s.scalar(
+        select(RecipientRow.id)
+        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+        .where(MailRow.session_id == session_id, RecipientRow.name == name)
+        .limit(1)
+    )
+    return got is not None
+
+
+async def require_reader(s: AsyncSession, session_id: str, who: Principal) -> None:
+    """Participants may read a session; admins may read every session."""
+    if who.is_admin:
+        return
+    if not await is_participant(s, session_id, who.name):
+        raise not_found(f"session '{session_id}'")
+
+
+async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> dict[str, Any]:
+    people = await participants(s, row.id)
+    unread = await s.scalar(
+        select(func.count(RecipientRow.id))
+        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+        .where(
+            MailRow.session_id == row.id,
+            RecipientRow.name == viewer,
+            RecipientRow.read_at.is_(None),
+        )
+    )
+    return session_out(row, [n for n, _ in people], int(unread or 0))
+
+
+async def list_sessions(
+    s: AsyncSession,
+    who: Principal,
+    status: str | None,
+    workspace: str | None,
+    q: str | None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    stmt = select(SessionRow)
+    if not who.is_admin:
+        mine_sent = select(MailRow.session_id).where(MailRow.from_name == who.name)
+        mine_got = (
+            select(MailRow.session_id)
+            .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+            .where(RecipientRow.name == who.name)
+        )
+        stmt = stmt.where(or_(SessionRow.id.in_(mine_sent), SessionRow.id.in_(mine_got)))
+    if status:
+        stmt = stmt.where(SessionRow.status == status)
+    if workspace is not None:
+        stmt = stmt.where(SessionRow.workspace == workspace)
+    if q:
+        stmt = stmt.where(SessionRow.alias.contains(q, autoescape=True))
+    # Newest activity first; cursor is "<created_at iso>|<id>" of the last row.
+    stmt = stmt.order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
+    if cursor:
+        try:
+            when, sid = cursor.split("|", 1)
+            from datetime import datetime
+
+            at = datetime.fromisoformat(when)
+        except ValueError:
+            raise invalid_value("cursor", "cursor is not one this server gave out") from None
+        stmt = stmt.where(
+            or_(SessionRow.created_at < at, (SessionRow.created_at == at) & (SessionRow.id < sid))
+        )
+    rows = list((await s.scalars(stmt.limit(limit + 1))).all())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [await describe(s, r, who.name) for r in rows]
+    next_cursor = f"{rows[-1].created_at.isoformat()}|{rows[-1].id}" if more and rows else None
+    return items, next_cursor
+
+
+async def update_session(
+    s: AsyncSession,
+    who: Principal,
+    session_id: str,
+    alias: str | None,
+    permission_mode: str | None,
+    archived: bool | None,
+) -> dict[str, Any]:
+    row = await get_session(s, session_id)
+    if not who.is_admin and not await is_participant(s, row.id, who.name):
+        raise forbidden("only the session's humans (or an admin) may change it")
+    if alias is not None and alias != row.alias:
+        if not is_valid_alias(alias):
+            raise invalid_value(
+                "alias", "an alias is 1-64 characters without '.', '@' or spaces, not 'new'"
+            )
+        clash = await s.scalar(
+            select(SessionRow.id).where(
+                SessionRow.workspace == row.workspace, SessionRow.alias == alias
+            )
+        )
+        if clash is not None:
+            raise conflict(f"alias '{alias}' is already used in workspace '{row.workspace}'")
+        row.alias = alias
+        row.alias_manual = True  # a human's name is never overwritten by automation
+    if permission_mode is not None:
+        row.permission_mode = permission_mode
+    if archived is not None:
+        row.status = "archived" if archived else "active"
+    await s.flush()
+    people = await participants(s, row.id)
+    out = await describe(s, row, who.name)
+    await log.append(s, [principal_key(n, h) for n, h in people], "session_update", out)
+    return out

@@ -1,0 +1,136 @@
+"""How mail and sessions look on the wire.
+
+`delivery_fields` is the ONE definition of what a `new_mail` event carries. Every
+mail shape a client can see (inbox rows, read, thread) is built on top of it, so
+catch-up delivery can rebuild the live event from any row and the two can never
+drift apart (a missing field once turned a full-mode session into workspace mode).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow
+from mailui4agents.domain.addresses import format_parts
+from mailui4agents.services.identity import fmt_time
+
+NEW_MAIL_FIELDS = (
+    "mail_id",
+    "session_id",
+    "session_alias",
+    "workspace",
+    "type",
+    "from",
+    "from_human",
+    "to",
+    "cc",
+    "subject",
+    "in_reply_to",
+    "reply_address",
+    "self_address",
+    "permission_mode",
+    "permission_enforcement",
+    "platform_session_id",
+    "created_at",
+)
+
+
+@dataclass
+class MailContext:
+    """A mail with what is needed to show it: its session and its recipients."""
+
+    mail: MailRow
+    session: SessionRow
+    recipients: list[RecipientRow]
+
+    def address_of(self, name: str) -> str:
+        return session_address(self.session, name)
+
+    def names(self, role: str) -> list[str]:
+        rows = sorted((r for r in self.recipients if r.role == role), key=lambda r: r.position)
+        return [r.name for r in rows]
+
+    def recipient(self, name: str) -> RecipientRow | None:
+        return next((r for r in self.recipients if r.name == name), None)
+
+
+def session_address(session: SessionRow, name: str) -> str:
+    """`name@workspace.alias`: how `name` is reached in this session."""
+    return format_parts(name, session.workspace, session.alias)
+
+
+def delivery_fields(ctx: MailContext, reader: str) -> dict[str, Any]:
+    """The `new_mail` event for `reader`, and the core of every mail shape."""
+    mail, session = ctx.mail, ctx.session
+    to = ctx.names("to")
+    if reader == mail.from_name:
+        # The sender's own copy: replying goes to whoever it was sent to.
+        reply_to = to[0] if to else mail.from_name
+    else:
+        reply_to = mail.from_name
+    fields = {
+        "mail_id": mail.id,
+        "session_id": session.id,
+        "session_alias": session.alias,
+        "workspace": session.workspace,
+        "type": mail.type,
+        "from": ctx.address_of(mail.from_name),
+        "from_human": mail.from_human,
+        "to": [ctx.address_of(n) for n in to],
+        "cc": [ctx.address_of(n) for n in ctx.names("cc")],
+        "subject": mail.subject,
+        "in_reply_to": mail.parent_mail_id,
+        "reply_address": ctx.address_of(reply_to),
+        "self_address": ctx.address_of(reader),
+        "permission_mode": session.permission_mode,
+        "permission_enforcement": session.permission_enforcement,
+        "platform_session_id": session.platform_id,
+        "created_at": fmt_time(mail.created_at),
+    }
+    assert tuple(fields) == NEW_MAIL_FIELDS
+    return fields
+
+
+def mail_out(ctx: MailContext, reader: str, body_limit: int | None = None) -> dict[str, Any]:
+    """MailOut (= InboxItem): the delivery fields plus body and read state.
+
+    `body_limit` None or 0 means the whole body: 0 once rendered as an empty body
+    and an agent never saw its task's last requirement.
+    """
+    mail = ctx.mail
+    body, truncated = mail.body, False
+    if body_limit and len(body) > body_limit:
+        body, truncated = body[:body_limit], True
+    rec = ctx.recipient(reader)
+    return {
+        "id": mail.id,
+        **delivery_fields(ctx, reader),
+        "from_name": mail.from_name,
+        "body": body,
+        "body_truncated": truncated,
+        "parent_mail_id": mail.parent_mail_id,
+        "attachments": [],
+        "relay": mail.relay,
+        "read": True if rec is None else rec.read_at is not None,
+    }
+
+
+def session_out(
+    session: SessionRow, participants: list[str], unread: int, pending: int = 0
+) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "alias": session.alias,
+        "workspace": session.workspace,
+        "status": session.status,
+        "permission_mode": session.permission_mode,
+        "permission_enforcement": session.permission_enforcement,
+        "platform_id": session.platform_id,
+        "hop_limit": session.hop_limit,
+        "participants": participants,
+        "created_at": fmt_time(session.created_at),
+        "last_mail_at": fmt_time(session.last_mail_at),
+        "unread": unread,
+        "pending_permissions": pending,
+    }

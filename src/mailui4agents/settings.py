@@ -1,0 +1,75 @@
+"""Gateway settings: one typed object, built by the CLI or a test, never at import time."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Settings(BaseModel):
+    """Everything the gateway can be told. Each field says what it is for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data_dir: Path = Field(
+        default=Path("./agentmail-data"),
+        description="Directory for the SQLite database and blobs.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL; None means SQLite at <data_dir>/agentmail.db. "
+        "postgresql://… is rewritten to postgresql+asyncpg://….",
+    )
+    admin_password: str | None = Field(
+        default=None,
+        description="Password of the first admin created on an empty database; "
+        "generated and printed once when unset.",
+    )
+    session_rate_limit: int = Field(
+        default=30, ge=1, description="Sessions one sender may create per window."
+    )
+    session_rate_window_s: float = Field(
+        default=60.0, gt=0, description="Length of the session-creation rate window."
+    )
+    sse_ping_s: float = Field(
+        default=15.0, gt=0, description="Seconds between SSE keep-alive comments."
+    )
+    sse_batch: int = Field(
+        default=500, ge=1, description="Most events read from the log in one query."
+    )
+    default_hop_limit: int = Field(
+        default=5, ge=1, description="Hop limit given to new sessions."
+    )
+    metrics_public: bool = Field(
+        default=False, description="Serve /metrics without an admin token."
+    )
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """Build settings from AGENTMAIL_* variables; explicit overrides win."""
+        values: dict[str, object] = {}
+        env = os.environ
+        if "AGENTMAIL_DATA_DIR" in env:
+            values["data_dir"] = Path(env["AGENTMAIL_DATA_DIR"])
+        if "AGENTMAIL_DATABASE_URL" in env:
+            values["database_url"] = env["AGENTMAIL_DATABASE_URL"]
+        if "AGENTMAIL_ADMIN_PASSWORD" in env:
+            values["admin_password"] = env["AGENTMAIL_ADMIN_PASSWORD"]
+        if "AGENTMAIL_SESSION_RATE_LIMIT" in env:
+            values["session_rate_limit"] = int(env["AGENTMAIL_SESSION_RATE_LIMIT"])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)
+
+    def resolved_database_url(self) -> str:
+        """The async SQLAlchemy URL this gateway uses."""
+        url = self.database_url
+        if url is None:
+            return f"sqlite+aiosqlite:///{(self.data_dir / 'agentmail.db').resolve()}"
+        for prefix in ("postgresql://", "postgres://"):
+            if url.startswith(prefix):
+                return "postgresql+asyncpg://" + url[len(prefix) :]
+        if url.startswith("sqlite:///"):
+            return "sqlite+aiosqlite:///" + url[len("sqlite:///") :]
+        return url

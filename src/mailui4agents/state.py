@@ -1,0 +1,33 @@
+"""The gateway's runtime state, created by the app's lifespan (never at import)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.engine import Database
+from mailui4agents.events.hub import EventHub
+from mailui4agents.settings import Settings
+
+
+@dataclass
+class Gateway:
+    settings: Settings
+    db: Database
+    hub: EventHub
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """A write transaction; streams of principals it wrote events for wake up
+        after the commit (never before: they would read nothing new)."""
+        async with self.db.write() as s:
+            yield s
+            notify = s.info.pop("notify", None)
+        if notify:
+            self.hub.notify(notify)
+
+    def read(self) -> AbstractAsyncContextManager[AsyncSession]:
+        return self.db.read()

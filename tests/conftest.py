@@ -1,0 +1,171 @@
+"""Shared fixtures: an in-process app on a real SQLite file, and real gateway
+subprocesses for SSE, restarts and end-to-end scenarios."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mailui4agents.app import create_app
+from mailui4agents.settings import Settings
+
+ADMIN_PASSWORD = "admin-password-for-tests"
+USER_PASSWORD = "user-password-for-tests"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", admin_password=ADMIN_PASSWORD)
+
+
+@dataclass
+class Api:
+    """An httpx client plus helpers to make principals."""
+
+    http: httpx.AsyncClient
+    admin_token: str = ""
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def auth(self, name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[name]}"}
+
+    async def login(self, username: str, password: str) -> str:
+        r = await self.http.post(
+            "/api/v1/auth/login", json={"username": username, "password": password}
+        )
+        r.raise_for_status()
+        token: str = r.json()["token"]
+        self.tokens[username] = token
+        return token
+
+    async def user(self, name: str, *, is_admin: bool = False) -> str:
+        r = await self.http.post(
+            "/api/v1/admin/users",
+            json={"username": name, "password": USER_PASSWORD, "is_admin": is_admin},
+            headers=self.auth("admin"),
+        )
+        assert r.status_code == 201, r.text
+        return await self.login(name, USER_PASSWORD)
+
+    async def agent(self, name: str, workspaces: list[str] | None = None) -> str:
+        body: dict[str, Any] = {"name": name}
+        if workspaces is not None:
+            body["workspaces"] = workspaces
+        r = await self.http.post("/api/v1/admin/agents", json=body, headers=self.auth("admin"))
+        assert r.status_code == 201, r.text
+        key: str = r.json()["key"]
+        self.tokens[name] = key
+        return key
+
+    async def send(self, sender: str, to: list[str], subject: str = "s", body: str = "b",
+                   **extra: Any) -> httpx.Response:
+        path = "/api/v1/mail" if self.tokens[sender].startswith("am_user_") else "/api/v1/agent/mail"
+        return await self.http.post(
+            path,
+            json={"to": to, "subject": subject, "body": body, **extra},
+            headers=self.auth(sender),
+        )
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[Api]:
+    """The app in-process (httpx ASGI transport) over a real SQLite file."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+            a = Api(http)
+            await a.login("admin", ADMIN_PASSWORD)
+            yield a
+
+
+@dataclass
+class GatewayProcess:
+    """A real `agentmail serve` subprocess on 127.0.0.1 with a free port."""
+
+    data_dir: Path
+    env: dict[str, str]
+    port: int = 0
+    proc: subprocess.Popen[str] | None = None
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start and wait (on its own output, not a sleep) until it listens."""
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mailui4agents.cli.main", "serve", "--host", "127.0.0.1",
+             "--port", str(self.port), "--data-dir", str(self.data_dir), "--log-level", "warning"],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ready = threading.Event()
+        pattern = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line)
+                m = pattern.search(line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(timeout) or self.proc.poll() is not None:
+            raise RuntimeError("gateway did not start:\n" + "".join(self.output))
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs (crash simulation)."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def gateway_process(tmp_path: Path) -> Iterator[GatewayProcess]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMAIL_")}
+    env["AGENTMAIL_ADMIN_PASSWORD"] = ADMIN_PASSWORD
+    gp = GatewayProcess(data_dir=tmp_path / "data", env=env)
+    gp.start()
+    try:
+        yield gp
+    finally:
+        gp.stop()
+
+
+@pytest.fixture
+async def live(gateway_process: GatewayProcess) -> AsyncIterator[Api]:
+    async with httpx.AsyncClient(base_url=gateway_process.url, timeout=30) as http:
+        a = Api(http)
+        await a.login("admin", ADMIN_PASSWORD)
+        yield a
