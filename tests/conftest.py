@@ -3,12 +3,6 @@ subprocesses for SSE, restarts and end-to-end scenarios."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +13,7 @@ import pytest
 
 from mailui4agents.app import create_app
 from mailui4agents.settings import Settings
+from mailui4agents.testing import GatewayProcess, clean_env
 
 ADMIN_PASSWORD = "admin-password-for-tests"
 USER_PASSWORD = "user-password-for-tests"
@@ -73,9 +68,12 @@ class Api:
         self.tokens[name] = key
         return key
 
-    async def send(self, sender: str, to: list[str], subject: str = "s", body: str = "b",
-                   **extra: Any) -> httpx.Response:
-        path = "/api/v1/mail" if self.tokens[sender].startswith("am_user_") else "/api/v1/agent/mail"
+    async def send(
+        self, sender: str, to: list[str], subject: str = "s", body: str = "b", **extra: Any
+    ) -> httpx.Response:
+        path = (
+            "/api/v1/mail" if self.tokens[sender].startswith("am_user_") else "/api/v1/agent/mail"
+        )
         return await self.http.post(
             path,
             json={"to": to, "subject": subject, "body": body, **extra},
@@ -95,66 +93,9 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
             yield a
 
 
-@dataclass
-class GatewayProcess:
-    """A real `agentmail serve` subprocess on 127.0.0.1 with a free port."""
-
-    data_dir: Path
-    env: dict[str, str]
-    port: int = 0
-    proc: subprocess.Popen[str] | None = None
-    output: list[str] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> None:
-        """Start and wait (on its own output, not a sleep) until it listens."""
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mailui4agents.cli.main", "serve", "--host", "127.0.0.1",
-             "--port", str(self.port), "--data-dir", str(self.data_dir), "--log-level", "warning"],
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        ready = threading.Event()
-        pattern = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
-
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.output.append(line)
-                m = pattern.search(line)
-                if m:
-                    self.port = int(m.group(1))
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(timeout) or self.proc.poll() is not None:
-            raise RuntimeError("gateway did not start:\n" + "".join(self.output))
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown code runs (crash simulation)."""
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
 @pytest.fixture
 def gateway_process(tmp_path: Path) -> Iterator[GatewayProcess]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMAIL_")}
-    env["AGENTMAIL_ADMIN_PASSWORD"] = ADMIN_PASSWORD
+    env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD)
     gp = GatewayProcess(data_dir=tmp_path / "data", env=env)
     gp.start()
     try:

@@ -39,9 +39,7 @@ class Settings(BaseModel):
     sse_batch: int = Field(
         default=500, ge=1, description="Most events read from the log in one query."
     )
-    default_hop_limit: int = Field(
-        default=5, ge=1, description="Hop limit given to new sessions."
-    )
+    default_hop_limit: int = Field(default=5, ge=1, description="Hop limit given to new sessions.")
     metrics_public: bool = Field(
         default=False, description="Serve /metrics without an admin token."
     )

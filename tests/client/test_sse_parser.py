@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,7 +15,8 @@ from mailui4agents.client.sse import SSEEvent, SSEParser
 RECORDED = (
     b"\xef\xbb\xbf: welcome\r\n"
     b"retry: 3000\r\n"
-    b'id: 1\r\nevent: new_mail\r\ndata: {"subject": "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x93\xac"}\r\n\r\n'
+    b"id: 1\r\nevent: new_mail\r\n"
+    b'data: {"subject": "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x93\xac"}\r\n\r\n'
     b": ping\n\n"
     b"id: 2\nevent: session_update\ndata: line one\ndata: line two\n\n"
     b"data: keeps id 2\r\r"
@@ -56,7 +59,7 @@ def test_the_recorded_stream_fed_one_byte_at_a_time_gives_the_same_events() -> N
 @given(st.sets(st.integers(min_value=1, max_value=len(RECORDED) - 1)))
 def test_the_recorded_stream_split_anywhere_gives_the_same_events(cuts: set[int]) -> None:
     bounds = [0, *sorted(cuts), len(RECORDED)]
-    chunks = [RECORDED[start:end] for start, end in zip(bounds, bounds[1:], strict=False)]
+    chunks = [RECORDED[start:end] for start, end in pairwise(bounds)]
     assert feed_all(chunks) == EXPECTED
 
 

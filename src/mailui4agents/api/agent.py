@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlalchemy import select
 
@@ -44,7 +44,7 @@ async def heartbeat(
         from fastapi.exceptions import RequestValidationError
 
         errors = [{**err, "loc": ("body", *err["loc"])} for err in e.errors()]
-        raise error_from_validation(request, RequestValidationError(errors)) from None
+        raise error_from_validation(request, RequestValidationError(errors), HeartbeatIn) from None
     unknown = sorted(set(body) - set(HeartbeatIn.model_fields))
     async with gw.write() as s:
         row = await s.scalar(select(AgentRow).where(AgentRow.id == who.id))
@@ -130,7 +130,7 @@ async def read_mail(
     who: Agent,
     gw: GatewayDep,
     session_id: str | None = None,
-    body_limit: int | None = None,
+    body_limit: Annotated[int | None, Query(ge=0)] = None,
 ) -> dict[str, Any]:
     async with gw.write() as s:
         return await mail.read_mail(

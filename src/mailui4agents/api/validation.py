@@ -38,6 +38,10 @@ _EXPECTED = {
     "model_attributes_type": "object",
     "uuid_type": "UUID string",
     "none_required": "null",
+    # Query and path parameters are text, so their type errors come as "parsing".
+    "int_parsing": "integer",
+    "float_parsing": "number",
+    "bool_parsing": "boolean",
 }
 
 
@@ -58,15 +62,23 @@ def accepted_fields(model: type[BaseModel] | None) -> list[str]:
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:
-    # loc looks like ("body", "to", 0) or ("query", "limit").
-    parts = [str(p) for p in loc[1:]] if loc and loc[0] in ("body", "query", "path") else []
-    return ".".join(parts) if parts else (str(loc[0]) if loc else "body")
+    # loc looks like ("body", "to", 0) or ("query", "limit"). List items are named
+    # "to[0]", as the services name them, so one field has one name in every error.
+    parts = list(loc[1:]) if loc and loc[0] in ("body", "query", "path") else []
+    if not parts:
+        return str(loc[0]) if loc else "body"
+    name = str(parts[0])
+    for p in parts[1:]:
+        name += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return name
 
 
-def error_from_validation(request: Request, exc: RequestValidationError) -> ApiError:
+def error_from_validation(
+    request: Request, exc: RequestValidationError, model: type[BaseModel] | None = None
+) -> ApiError:
     """Pick the most useful error: unknown fields first, then types, then values."""
     errors = list(exc.errors())
-    model = _body_model(request)
+    model = model or _body_model(request)
     accepted = accepted_fields(model)
 
     def rank(e: dict[str, Any]) -> int:
@@ -80,7 +92,10 @@ def error_from_validation(request: Request, exc: RequestValidationError) -> ApiE
     in_body = bool(loc) and loc[0] == "body"
     extra: dict[str, Any] = {"accepted_fields": accepted} if in_body else {}
 
-    if kind == "json_invalid" or (in_body and len(loc) == 1 and kind in _EXPECTED):
+    # The body as a whole (not a field of it) is broken, not an object, or absent.
+    # An absent body is not `missing_field "body"`: /mail has a field of that name.
+    whole_body = in_body and len(loc) == 1 and (kind in _EXPECTED or kind == "missing")
+    if kind == "json_invalid" or whole_body:
         return ApiError(
             400, "invalid_type", "the request body must be a JSON object", field="body", **extra
         )
@@ -101,7 +116,10 @@ def error_from_validation(request: Request, exc: RequestValidationError) -> ApiE
             **extra,
         )
     return ApiError(
-        400, "invalid_value", f'field "{field}": {e.get("msg", "invalid value")}', field=field,
+        400,
+        "invalid_value",
+        f'field "{field}": {e.get("msg", "invalid value")}',
+        field=field,
         **extra,
     )
 

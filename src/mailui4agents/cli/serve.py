@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -54,8 +55,8 @@ def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_le
     # Print the bound address once listening, so `--port 0` is usable by scripts.
     original_startup = server.startup
 
-    async def startup(sockets: list[object] | None = None) -> None:
-        await original_startup(sockets=sockets)  # type: ignore[arg-type]
+    async def startup(sockets: list[socket.socket] | None = None) -> None:
+        await original_startup(sockets=sockets)
         for srv in server.servers:
             for sock in srv.sockets:
                 h, p = sock.getsockname()[:2]

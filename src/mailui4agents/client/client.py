@@ -7,7 +7,7 @@ answer becomes an :class:`ApiError` carrying the gateway's code and message.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import quote
@@ -219,7 +219,7 @@ class AsyncClient:
 
     def events(
         self, last_event_id: int | None = None, *, on_retry: RetryCallback | None = None
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Live events, forever, reconnecting with backoff; close with ``aclosing``.
 
         Resumes after ``last_event_id`` when given. Raises :class:`ApiError` on a

@@ -72,21 +72,26 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    data = json.loads(raw)
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data
 
 
-def write_config_file(values: Mapping[str, Any], path: Path | None = None) -> Path:
-    """Merge ``values`` into the config file, readable by the owner only (0600).
+def write_config_file(
+    values: Mapping[str, Any], path: Path | None = None, *, merge: bool = True
+) -> Path:
+    """Write ``values`` (merged into what is stored, unless ``merge`` is False), mode 0600.
 
     The file holds a token, so it is never world-readable, not even briefly: a
     temporary file is created with mode 0600 and renamed over the old one.
     """
     target = path if path is not None else config_path()
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    merged = {**read_config_file(target), **values}
+    merged = {**read_config_file(target), **values} if merge else dict(values)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:

@@ -99,9 +99,10 @@ class ApiError(Exception):
 class GatewayUnreachable(ApiError):
     """A network error: the gateway did not answer. Always transient."""
 
-    def __init__(self, url: str, cause: Exception) -> None:
+    def __init__(self, url: str, cause: Exception, *, connected: bool = False) -> None:
         reason = str(cause) or type(cause).__name__
-        super().__init__(None, "unreachable", f"cannot reach the gateway at {url}: {reason}")
+        what = "lost the connection to" if connected else "cannot reach"
+        super().__init__(None, "unreachable", f"{what} the gateway at {url}: {reason}")
         self.url = url
 
 

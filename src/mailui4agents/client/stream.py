@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -38,12 +38,13 @@ async def iter_events(
     last_event_id: str | None,
     backoff: Backoff,
     on_retry: RetryCallback | None = None,
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Yield the events of the stream at ``path`` forever, reconnecting as needed."""
     resume = last_event_id
     newest = _as_int(last_event_id)
     while True:
         failure: ApiError | None = None
+        connected = False
         try:
             async with http.stream(
                 "GET", path, headers=_stream_headers(headers, resume), timeout=STREAM_TIMEOUT
@@ -55,6 +56,7 @@ async def iter_events(
                         raise failure
                 else:
                     _require_event_stream(response)
+                    connected = True
                     parser = SSEParser()
                     async for chunk in response.aiter_bytes():
                         backoff.reset()  # the connection works; start over next time
@@ -68,7 +70,7 @@ async def iter_events(
                         if parser.retry is not None:
                             backoff.initial = min(max(parser.retry / 1000, 0.001), backoff.cap)
         except httpx.TransportError as exc:
-            failure = GatewayUnreachable(str(http.base_url), exc)
+            failure = GatewayUnreachable(str(http.base_url), exc, connected=connected)
         delay = backoff.next_delay()
         if failure is not None and failure.retry_after is not None:
             delay = max(delay, failure.retry_after)

@@ -66,9 +66,8 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
         """A transaction that commits when the block ends without error."""
-        async with AsyncSession(self.writer, expire_on_commit=False) as session:
-            async with session.begin():
-                yield session
+        async with AsyncSession(self.writer, expire_on_commit=False) as session, session.begin():
+            yield session
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:

@@ -31,6 +31,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if isinstance(value, str):
             value = datetime.fromisoformat(value)
+        assert isinstance(value, datetime)
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)

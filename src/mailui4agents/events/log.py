@@ -16,7 +16,7 @@ _PG_EVENT_LOCK = 0x6D61696C  # any constant; serialises appends on PostgreSQL
 
 async def append(s: AsyncSession, principals: Iterable[str], type_: str, data: Any) -> None:
     """Add one event per principal; they are notified after the commit."""
-    if s.bind.dialect.name == "postgresql" and not s.info.get("event_lock"):
+    if s.get_bind().dialect.name == "postgresql" and not s.info.get("event_lock"):
         # Ids must become visible in increasing order, or a reader that has seen
         # id 10 could miss an id 9 committed later. SQLite has one writer anyway.
         await s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_EVENT_LOCK})

@@ -150,7 +150,7 @@ async def authenticate(s: AsyncSession, token: str) -> Principal | None:
 
 
 async def kind_of(s: AsyncSession, name: str) -> str | None:
-    """"user", "agent" or None for a name."""
+    """ "user", "agent" or None for a name."""
     if await s.scalar(select(UserRow.id).where(UserRow.username == name)):
         return "user"
     if await s.scalar(select(AgentRow.id).where(AgentRow.name == name)):
@@ -180,7 +180,9 @@ def user_out(row: UserRow) -> dict[str, Any]:
 async def agent_out(s: AsyncSession, row: AgentRow) -> dict[str, Any]:
     keys = (
         await s.scalars(
-            select(AgentKeyRow).where(AgentKeyRow.agent_id == row.id).order_by(AgentKeyRow.created_at)
+            select(AgentKeyRow)
+            .where(AgentKeyRow.agent_id == row.id)
+            .order_by(AgentKeyRow.created_at)
         )
     ).all()
     return {

@@ -88,9 +88,7 @@ async def send_mail(
     parent = None
     if parent_mail_id is not None:
         parent = await s.scalar(select(MailRow).where(MailRow.id == parent_mail_id))
-        if parent is None or not await sessions.is_participant(
-            s, parent.session_id, sender.name
-        ):
+        if parent is None or not await sessions.is_participant(s, parent.session_id, sender.name):
             raise invalid_value("parent_mail_id", f"no mail '{parent_mail_id}' you can reply to")
 
     session, _created = await sessions.resolve_target(
@@ -133,7 +131,9 @@ async def send_mail(
     await s.flush()
     ctx = MailContext(mail, session, recipients)
     for r in recipients:
-        await log.append(s, [principal_key(r.name, r.is_human)], "new_mail", delivery_fields(ctx, r.name))
+        await log.append(
+            s, [principal_key(r.name, r.is_human)], "new_mail", delivery_fields(ctx, r.name)
+        )
     return 201, mail_out(ctx, sender.name)
 
 

@@ -217,7 +217,8 @@ async def participants(s: AsyncSession, session_id: str) -> list[tuple[str, bool
 
 async def is_participant(s: AsyncSession, session_id: str, name: str) -> bool:
     sent = await s.scalar(
-        select(MailRow.seq).where(MailRow.session_id == session_id, MailRow.from_name == name)
+        select(MailRow.seq)
+        .where(MailRow.session_id == session_id, MailRow.from_name == name)
         .limit(1)
     )
     if sent is not None:

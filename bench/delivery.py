@@ -1,0 +1,186 @@
+"""Delivery benchmark against a real gateway subprocess (SQLite in a temp dir).
+
+Measures:
+  1. sequential send latency (one human sends, one request at a time);
+  2. send → SSE delivery latency with N agents connected (p50/p95/p99);
+  3. throughput with 8 concurrent senders.
+
+Usage: .venv/bin/python bench/delivery.py [--sequential 300] [--agents 50]
+       [--deliveries 500] [--senders 8] [--per-sender 250]
+Prints its figures and the machine conditions; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from mailui4agents.client.sse import SSEParser
+from mailui4agents.testing import GatewayProcess, clean_env
+
+ADMIN_PASSWORD = "bench-admin-password"
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def summary(name: str, ms: list[float]) -> str:
+    return (
+        f"{name}: n={len(ms)} p50={pct(ms, 50):.2f} ms p95={pct(ms, 95):.2f} ms "
+        f"p99={pct(ms, 99):.2f} ms mean={statistics.fmean(ms):.2f} ms max={max(ms):.2f} ms"
+    )
+
+
+async def setup(http: httpx.AsyncClient, agents: int) -> tuple[str, list[str]]:
+    r = await http.post(
+        "/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
+    )
+    admin = {"Authorization": f"Bearer {r.json()['token']}"}
+    await http.post(
+        "/api/v1/admin/users",
+        json={"username": "ana", "password": "bench-password"},
+        headers=admin,
+    )
+    r = await http.post(
+        "/api/v1/auth/login", json={"username": "ana", "password": "bench-password"}
+    )
+    ana = r.json()["token"]
+    keys = []
+    for i in range(agents):
+        r = await http.post("/api/v1/admin/agents", json={"name": f"agent{i}"}, headers=admin)
+        keys.append(r.json()["key"])
+    return ana, keys
+
+
+async def sequential(http: httpx.AsyncClient, ana: str, n: int) -> list[float]:
+    headers = {"Authorization": f"Bearer {ana}"}
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        r = await http.post(
+            "/api/v1/mail",
+            json={"to": ["agent0@/srv/bench"], "subject": f"seq {i}", "body": "x" * 200},
+            headers=headers,
+        )
+        out.append((time.perf_counter() - t0) * 1000)
+        assert r.status_code == 201, r.text
+    return out
+
+
+async def delivery(url: str, ana: str, keys: list[str], n: int) -> list[float]:
+    received: dict[str, float] = {}
+    waiters: dict[str, asyncio.Event] = {}
+    opened = 0
+    all_open = asyncio.Event()
+
+    async def listen(key: str) -> None:
+        nonlocal opened
+        headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream"}
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=None) as c,
+            c.stream("GET", "/api/v1/agent/events", headers=headers) as r,
+        ):
+            opened += 1
+            if opened == len(keys):
+                all_open.set()
+            parser = SSEParser()
+            async for chunk in r.aiter_raw():
+                for ev in parser.feed(chunk):
+                    if ev.event == "new_mail":
+                        mail_id = json.loads(ev.data)["mail_id"]
+                        received[mail_id] = time.perf_counter()
+                        waiters.setdefault(mail_id, asyncio.Event()).set()
+
+    tasks = [asyncio.create_task(listen(k)) for k in keys]
+    await asyncio.wait_for(all_open.wait(), 60)
+    latencies = []
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        headers = {"Authorization": f"Bearer {ana}"}
+        for i in range(n):
+            target = f"agent{i % len(keys)}@/srv/bench"
+            t0 = time.perf_counter()
+            r = await http.post(
+                "/api/v1/mail",
+                json={"to": [target], "subject": f"d {i}", "body": "y" * 200},
+                headers=headers,
+            )
+            mail_id = r.json()["id"]
+            await asyncio.wait_for(waiters.setdefault(mail_id, asyncio.Event()).wait(), 30)
+            latencies.append((received[mail_id] - t0) * 1000)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return latencies
+
+
+async def throughput(url: str, ana: str, senders: int, per_sender: int) -> tuple[int, float]:
+    headers = {"Authorization": f"Bearer {ana}"}
+    limits = httpx.Limits(max_connections=senders)
+
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+
+        async def sender(s: int) -> None:
+            for i in range(per_sender):
+                r = await http.post(
+                    "/api/v1/mail",
+                    json={"to": [f"agent{s}@/srv/bench"], "subject": f"t {i}", "body": "z"},
+                    headers=headers,
+                )
+                assert r.status_code == 201, r.text
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(sender(s) for s in range(senders)))
+        elapsed = time.perf_counter() - t0
+    return senders * per_sender, elapsed
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sequential", type=int, default=300)
+    ap.add_argument("--agents", type=int, default=50)
+    ap.add_argument("--deliveries", type=int, default=500)
+    ap.add_argument("--senders", type=int, default=8)
+    ap.add_argument("--per-sender", type=int, default=250)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        gw = GatewayProcess(
+            data_dir=Path(tmp) / "data", env=clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD)
+        )
+        gw.start()
+        try:
+            async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
+                ana, keys = await setup(http, max(args.agents, args.senders))
+                seq = await sequential(http, ana, args.sequential)
+            lat = await delivery(gw.url, ana, keys[: args.agents], args.deliveries)
+            count, elapsed = await throughput(gw.url, ana, args.senders, args.per_sender)
+        finally:
+            gw.stop()
+
+    print("machine:", platform.platform(), f"cpus={os.cpu_count()}",
+          f"python={sys.version.split()[0]}", f"sqlite={sqlite3.sqlite_version}")  # fmt: skip
+    print("gateway: one `agentmail serve` subprocess, SQLite (WAL) in a temp dir, loopback")
+    print(summary("sequential send latency", seq))
+    print(summary(f"send->SSE delivery latency, {args.agents} agents connected", lat))
+    print(
+        f"throughput, {args.senders} concurrent senders: {count} mails in {elapsed:.2f} s "
+        f"= {count / elapsed:.0f} mails/s"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

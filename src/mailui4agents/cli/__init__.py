@@ -1,0 +1,1 @@
+"""The ``agentmail`` command line: one module per command group, all over the client."""

@@ -1,0 +1,120 @@
+"""``agentmail user ...`` and ``agentmail agent ...``: administration (admin only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from mailui4agents.cli.common import echo_json, run
+from mailui4agents.client import AsyncClient
+
+
+@click.group("user")
+def user() -> None:
+    """Manage people (admin only)."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option("--admin", is_flag=True, help="Make the new user an administrator.")
+@click.option(
+    "--password",
+    envvar="AGENTMAIL_NEW_PASSWORD",
+    help="The new user's password (else $AGENTMAIL_NEW_PASSWORD, else asked twice).",
+)
+def user_add(name: str, admin: bool, password: str | None) -> None:
+    """Create the user NAME."""
+    if not password:
+        password = click.prompt(
+            f"Password for {name}", hide_input=True, confirmation_prompt=True, err=True
+        )
+    secret = str(password)
+
+    async def create(client: AsyncClient) -> dict[str, Any]:
+        return await client.admin_create_user(name, secret, is_admin=admin)
+
+    created = run(create)
+    role = "administrator" if created.get("is_admin") else "user"
+    click.echo(f"Created {role} {created.get('username', name)}.")
+
+
+@user.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def user_list(as_json: bool) -> None:
+    """List every user."""
+    users = run(lambda client: client.admin_list_users())
+    if as_json:
+        echo_json(users)
+        return
+    for item in users:
+        flag = "  (admin)" if item.get("is_admin") else ""
+        click.echo(f"{item.get('username')}{flag}")
+
+
+@click.group("agent")
+def agent() -> None:
+    """Manage agents and their keys (admin only)."""
+
+
+@agent.command("add")
+@click.argument("name")
+@click.option(
+    "--workspace",
+    "workspaces",
+    multiple=True,
+    metavar="PATH",
+    help="A workspace (project directory) the agent works in; repeatable.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {name, key, created_at} as JSON.")
+def agent_add(name: str, workspaces: tuple[str, ...], as_json: bool) -> None:
+    """Create the agent NAME and print its key (shown only this once)."""
+
+    async def create(client: AsyncClient) -> dict[str, Any]:
+        return await client.admin_create_agent(name, list(workspaces) or None)
+
+    created = run(create)
+    if as_json:
+        echo_json({k: created.get(k) for k in ("name", "key", "created_at")})
+        return
+    _print_key(str(created.get("name", name)), str(created.get("key")), "Created agent")
+
+
+@agent.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def agent_list(as_json: bool) -> None:
+    """List every agent (no keys)."""
+    agents = run(lambda client: client.admin_list_agents())
+    if as_json:
+        echo_json(agents)
+        return
+    for item in agents:
+        workspaces = ", ".join(str(path) for path in item.get("workspaces") or [])
+        click.echo(f"{item.get('name')}  {workspaces}".rstrip())
+
+
+@agent.command("rotate-key")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+def agent_rotate_key(name: str, as_json: bool) -> None:
+    """Give agent NAME a new key (printed once); old keys stay valid until revoked."""
+    created = run(lambda client: client.admin_rotate_key(name))
+    if as_json:
+        echo_json(created)
+        return
+    _print_key(name, str(created.get("key")), "New key for agent")
+
+
+@agent.command("revoke-key")
+@click.argument("name")
+@click.argument("key_id")
+def agent_revoke_key(name: str, key_id: str) -> None:
+    """Revoke the key KEY_ID of agent NAME."""
+    run(lambda client: client.admin_revoke_key(name, key_id))
+    click.echo(f"Revoked key {key_id} of agent {name}.")
+
+
+def _print_key(name: str, key: str, headline: str) -> None:
+    click.echo(f"{headline} {name}. Its key is shown only this once; store it now:\n")
+    click.echo(f"  {key}\n")
+    click.echo(f"Give it to the agent as AGENTMAIL_KEY (with AGENTMAIL_AGENT={name}).")

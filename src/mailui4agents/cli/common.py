@@ -1,0 +1,71 @@
+"""What every client-side command shares: config, running the async client, errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import anyio
+import click
+
+from mailui4agents.client import ApiError, AsyncClient, ClientConfig
+
+T = TypeVar("T")
+
+NOT_LOGGED_IN = (
+    "not logged in: run `agentmail login`, or set AGENTMAIL_TOKEN (people) "
+    "or AGENTMAIL_KEY (agents)"
+)
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``message`` to stderr and exit with status 1."""
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(1)
+
+
+def load_config() -> ClientConfig:
+    """The config from env and the config file; a broken file is a clean error."""
+    try:
+        return ClientConfig.load()
+    except (OSError, ValueError) as error:
+        fail(f"cannot read the agentmail config: {error}")
+
+
+def describe(error: ApiError) -> str:
+    """The gateway's message, plus what to do where that is obvious."""
+    message = error.message
+    if error.accepted_fields:
+        message += f" (accepted: {', '.join(error.accepted_fields)})"
+    if error.status == 401:
+        message += " — log in again with `agentmail login`, or check AGENTMAIL_KEY"
+    return message
+
+
+def run(
+    action: Callable[[AsyncClient], Awaitable[T]],
+    *,
+    config: ClientConfig | None = None,
+    need_credential: bool = True,
+) -> T:
+    """Run ``action`` with a client in a fresh event loop; gateway errors exit 1."""
+    settings = config if config is not None else load_config()
+    if need_credential and not settings.credential:
+        fail(NOT_LOGGED_IN)
+
+    async def main() -> T:
+        async with AsyncClient(settings) as client:
+            return await action(client)
+
+    try:
+        return anyio.run(main)
+    except ApiError as error:
+        fail(describe(error))
+    except ValueError as error:  # an option this kind of principal cannot use
+        fail(str(error))
+
+
+def echo_json(value: Any) -> None:
+    """Print ``value`` as indented JSON (datetimes and other objects as strings)."""
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))

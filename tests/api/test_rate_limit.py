@@ -1,0 +1,36 @@
+"""The per-sender session-creation rate limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mailui4agents.settings import Settings
+from tests.conftest import ADMIN_PASSWORD, Api
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", admin_password=ADMIN_PASSWORD, session_rate_limit=3)
+
+
+async def test_session_creation_is_rate_limited_per_sender(api: Api) -> None:
+    people = api
+    await api.agent("claude")
+    await api.user("ana")
+    for i in range(3):
+        assert (
+            await people.send("ana", ["claude@/srv/shop.new"], subject=f"s{i}")
+        ).status_code == 201
+    r = await people.send("ana", ["claude@/srv/shop.new"], subject="one too many")
+    assert r.status_code == 429
+    assert int(r.headers["Retry-After"]) >= 1
+    assert r.json()["error"]["code"] == "rate_limited"
+    # Another sender is not affected, and mail into existing sessions still flows.
+    assert (await people.send("claude", ["ana@/srv/shop.new"], subject="mine")).status_code == 201
+    assert (
+        await people.send("ana", ["claude@/srv/shop.claude-s0"], subject="x")
+    ).status_code == 201
