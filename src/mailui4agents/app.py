@@ -5,17 +5,28 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from mailui4agents import __version__
-from mailui4agents.api import admin, agent, auth, events, health, mail, sessions
+from mailui4agents.api import (
+    admin,
+    agent,
+    agent_sessions,
+    auth,
+    events,
+    health,
+    mail,
+    permissions,
+    sessions,
+)
 from mailui4agents.api.validation import api_error_handler, validation_handler
 from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
 from mailui4agents.errors import ApiError
 from mailui4agents.events.hub import EventHub
-from mailui4agents.services import identity
+from mailui4agents.services import identity, scheduler
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 
@@ -30,9 +41,10 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url())
     await migrate.upgrade(db)
-    gw = Gateway(settings=settings, db=db, hub=EventHub())
+    hasher = identity.password_hasher(settings.argon2_time_cost, settings.argon2_memory_kib)
+    gw = Gateway(settings=settings, db=db, hub=EventHub(), hasher=hasher)
     async with gw.write() as s:
-        generated = await identity.ensure_admin(s, settings.admin_password)
+        generated = await identity.ensure_admin(s, hasher, settings.admin_password)
     return gw, generated
 
 
@@ -45,10 +57,13 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         if generated and callable(on_admin_password):
             on_admin_password(generated)
         app.state.gateway = gw
-        try:
-            yield
-        finally:
-            await gw.db.dispose()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(scheduler.run, gw)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+        await gw.db.dispose()
 
     app = FastAPI(
         title="MailUI4Agents",
@@ -60,6 +75,6 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     )
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
-    for module in (health, auth, admin, mail, sessions, agent, events):
+    for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):
         app.include_router(module.router)
     return app

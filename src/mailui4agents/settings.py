@@ -40,23 +40,27 @@ class Settings(BaseModel):
         default=500, ge=1, description="Most events read from the log in one query."
     )
     default_hop_limit: int = Field(default=5, ge=1, description="Hop limit given to new sessions.")
+    argon2_time_cost: int = Field(
+        default=3, ge=1, description="Argon2id passes for password hashes."
+    )
+    argon2_memory_kib: int = Field(
+        default=65536, ge=8, description="Argon2id memory per password hash, KiB."
+    )
+    scheduler_interval_s: float = Field(
+        default=1.0, gt=0, description="Seconds between scheduler passes (request expiry)."
+    )
     metrics_public: bool = Field(
         default=False, description="Serve /metrics without an admin token."
     )
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
-        """Build settings from AGENTMAIL_* variables; explicit overrides win."""
+        """Build settings from AGENTMAIL_<FIELD> variables; explicit overrides win."""
         values: dict[str, object] = {}
-        env = os.environ
-        if "AGENTMAIL_DATA_DIR" in env:
-            values["data_dir"] = Path(env["AGENTMAIL_DATA_DIR"])
-        if "AGENTMAIL_DATABASE_URL" in env:
-            values["database_url"] = env["AGENTMAIL_DATABASE_URL"]
-        if "AGENTMAIL_ADMIN_PASSWORD" in env:
-            values["admin_password"] = env["AGENTMAIL_ADMIN_PASSWORD"]
-        if "AGENTMAIL_SESSION_RATE_LIMIT" in env:
-            values["session_rate_limit"] = int(env["AGENTMAIL_SESSION_RATE_LIMIT"])
+        for name in cls.model_fields:
+            env_value = os.environ.get(f"AGENTMAIL_{name.upper()}")
+            if env_value is not None:
+                values[name] = env_value
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
 

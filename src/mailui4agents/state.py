@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
+from argon2 import PasswordHasher
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
@@ -18,6 +19,7 @@ class Gateway:
     settings: Settings
     db: Database
     hub: EventHub
+    hasher: PasswordHasher
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:

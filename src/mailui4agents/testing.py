@@ -37,13 +37,14 @@ class GatewayProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> None:
-        """Start and wait — on its own output, not a sleep — until it listens."""
-        self.port = 0
+    def start(self, timeout: float = 30.0, *, port: int = 0) -> None:
+        """Start and wait — on its own output, not a sleep — until it listens.
+        `port` 0 picks a free one; pass the old port to restart in place."""
+        self.port = port
         self.proc = subprocess.Popen(
             [
                 sys.executable, "-m", "mailui4agents.cli.main", "serve",
-                "--host", "127.0.0.1", "--port", "0", "--data-dir", str(self.data_dir),
+                "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(self.data_dir),
                 "--log-level", "warning", *self.extra_args,
             ],
             env=self.env,

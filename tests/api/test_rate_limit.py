@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from mailui4agents.settings import Settings
-from tests.conftest import ADMIN_PASSWORD, Api
+from tests.conftest import Api, fast_settings
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", admin_password=ADMIN_PASSWORD, session_rate_limit=3)
+    return fast_settings(tmp_path, session_rate_limit=3)
 
 
 async def test_session_creation_is_rate_limited_per_sender(api: Api) -> None:

@@ -147,3 +147,11 @@ async def test_every_read_is_recorded_with_its_scope(people: Api) -> None:
     assert [(r.reader, r.mail_id, r.scope_session_id, r.action) for r in rows] == [
         ("claude", m["id"], m["session_id"], "read")
     ]
+
+
+async def test_a_relative_workspace_is_refused_not_a_new_workspace(people: Api) -> None:
+    r = await people.send("ana", ["claude@srv/shop.new"], subject="typo")
+    assert r.status_code == 400
+    assert r.json()["error"]["field"] == "to[0]"
+    ok = await people.send("ana", ["claude@.new"], subject="no workspace")
+    assert ok.status_code == 201 and ok.json()["workspace"] == ""

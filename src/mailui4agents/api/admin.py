@@ -20,7 +20,7 @@ router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 @router.post("/users", status_code=201)
 async def create_user(body: UserCreate, _: Admin, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
-        row = await identity.create_user(s, body.username, body.password, body.is_admin)
+        row = await identity.create_user(s, gw.hasher, body.username, body.password, body.is_admin)
     return identity.user_out(row)
 
 

@@ -15,7 +15,7 @@ from mailui4agents.api.validation import error_from_validation
 from mailui4agents.db.tables import AgentRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.modes import normalise_enforcement
-from mailui4agents.services import mail
+from mailui4agents.services import mail, sessions
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -28,7 +28,7 @@ class HeartbeatIn(BaseModel):
     status: str | None = None
     platform: str | None = None
     version: str | None = None
-    mode_enforcement: str | None = None
+    mode_enforcement: Any = None  # any value: unknown → advisory, never an error
     workspaces: list[str] | None = None
     platform_sessions: list[dict[str, Any]] | None = None
     pending: Any = None
@@ -56,7 +56,10 @@ async def heartbeat(
         if hb.version is not None:
             row.version = hb.version
         if "mode_enforcement" in body:
-            row.mode_enforcement = normalise_enforcement(hb.mode_enforcement)
+            level = normalise_enforcement(hb.mode_enforcement)
+            if level != row.mode_enforcement:
+                row.mode_enforcement = level
+                await sessions.refresh_enforcement(s, who.name, level)
         if hb.workspaces is not None:
             row.workspaces = hb.workspaces
         row.heartbeat = body

@@ -16,7 +16,7 @@ router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
 @router.post("/login")
 async def login(body: LoginIn, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
-        user = await identity.verify_password(s, body.username, body.password)
+        user = await identity.verify_password(s, gw.hasher, body.username, body.password)
         token = await identity.issue_user_token(s, user.id, "login")
     return {"token": token, "user": {"username": user.username, "is_admin": user.is_admin}}
 

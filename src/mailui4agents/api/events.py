@@ -8,12 +8,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.errors import invalid_value
 from mailui4agents.events import log
+from mailui4agents.services import identity
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
 
@@ -33,12 +35,21 @@ def _last_event_id(request: Request) -> int | None:
     return value
 
 
-async def _stream(gw: Gateway, who: Principal, after: int) -> AsyncIterator[ServerSentEvent]:
+async def _still_valid(gw: Gateway, token: str) -> bool:
+    async with gw.read() as s:
+        return await identity.authenticate(s, token) is not None
+
+
+async def _stream(
+    gw: Gateway, who: Principal, token: str, after: int
+) -> AsyncIterator[ServerSentEvent]:
     key = who.key
     with gw.hub.subscribe(key) as wake:
         # Tells the client the stream is open, so it may now post a request whose
-        # answer it must not miss (approval round trips open the stream first).
-        yield ServerSentEvent(comment="connected")
+        # answer it must not miss (approval round trips open the stream first). The
+        # id (no data, so no event is dispatched) is the stream's start position: a
+        # client that reconnects before any event resumes from here, losing nothing.
+        yield ServerSentEvent(comment="connected", id=str(after))
         while True:
             wake.clear()  # before reading: a commit after this point wakes us again
             async with gw.read() as s:
@@ -51,7 +62,12 @@ async def _stream(gw: Gateway, who: Principal, after: int) -> AsyncIterator[Serv
                     id=str(row.id),
                 )
             if len(rows) < gw.settings.sse_batch:
-                await wake.wait()
+                # Wake on news, or at least every ping interval, and re-check the
+                # token: a revoked key must stop receiving at once, not at reconnect.
+                with anyio.move_on_after(gw.settings.sse_ping_s):
+                    await wake.wait()
+                if not await _still_valid(gw, token):
+                    return
 
 
 async def _open(request: Request, gw: Gateway, who: Principal) -> EventSourceResponse:
@@ -61,8 +77,9 @@ async def _open(request: Request, gw: Gateway, who: Principal) -> EventSourceRes
         async with gw.read() as s:
             after = await log.last_id(s)
     headers: dict[str, Any] = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    token = request.headers.get("authorization", "").partition(" ")[2].strip()
     return EventSourceResponse(
-        _stream(gw, who, after), ping=gw.settings.sse_ping_s, headers=headers
+        _stream(gw, who, token, after), ping=gw.settings.sse_ping_s, headers=headers
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Query
 from pydantic import Field
@@ -68,3 +68,38 @@ class SessionPatch(StrictBody):
     alias: str | None = None
     permission_mode: Mode | None = None
     archived: bool | None = None
+
+
+class OptionIn(StrictBody):
+    label: str = Field(min_length=1, max_length=200)
+    description: str | None = None
+
+
+class PermissionCreate(StrictBody):
+    session_id: Id
+    kind: Literal["approval", "question"] = "approval"
+    tool_name: str | None = Field(default=None, max_length=200)
+    tool_input: dict[str, Any] | None = None
+    summary: str | None = None
+    relay_key: str
+    question: str | None = None
+    options: list[OptionIn] | None = None
+    multi_select: bool = False
+    timeout_s: int | None = Field(default=None, ge=1, le=86400)
+
+
+class DecisionIn(StrictBody):
+    decision: Literal["approve", "deny"]
+    note: str | None = None
+    always: bool = False
+    grant_pattern: str | None = None
+    answers: list[str] | None = None
+
+
+class InteractiveSessionIn(StrictBody):
+    """Bind (or create) the mail session of an interactive platform session."""
+
+    platform_id: str = Field(min_length=1, max_length=500)
+    owner: str = Field(min_length=1)
+    cwd: str
+    title: str | None = None

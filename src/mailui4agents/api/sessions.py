@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import Limit, SessionPatch
-from mailui4agents.services import sessions
+from mailui4agents.services import permissions, sessions
 
 router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
 
@@ -42,6 +42,11 @@ async def update_session(
     session_id: str, body: SessionPatch, who: Human, gw: GatewayDep
 ) -> dict[str, Any]:
     async with gw.write() as s:
-        return await sessions.update_session(
+        out = await sessions.update_session(
             s, who, session_id, body.alias, body.permission_mode, body.archived
         )
+        if body.archived:
+            # Nothing stays pending in an archived session: its waiters are told now.
+            await permissions.cancel_pending(s, session_id, who.name)
+            out["pending_permissions"] = 0
+        return out

@@ -8,6 +8,7 @@ from typing import Any, NoReturn, TypeVar
 
 import anyio
 import click
+import httpx
 
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig
 
@@ -33,12 +34,19 @@ def load_config() -> ClientConfig:
         fail(f"cannot read the agentmail config: {error}")
 
 
-def describe(error: ApiError) -> str:
-    """The gateway's message, plus what to do where that is obvious."""
+def describe(error: ApiError, *, credential_used: bool = True) -> str:
+    """The gateway's message, plus what to do where that is obvious.
+
+    The field the gateway blames (e.g. ``to[0]``) leads the message unless the
+    message already names it. The "log in again" hint only makes sense when a
+    stored or exported credential was refused, not when a login itself failed.
+    """
     message = error.message
+    if error.field and error.field not in message:
+        message = f"{error.field}: {message}"
     if error.accepted_fields:
         message += f" (accepted: {', '.join(error.accepted_fields)})"
-    if error.status == 401:
+    if error.status == 401 and credential_used:
         message += " — log in again with `agentmail login`, or check AGENTMAIL_KEY"
     return message
 
@@ -48,6 +56,7 @@ def run(
     *,
     config: ClientConfig | None = None,
     need_credential: bool = True,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> T:
     """Run ``action`` with a client in a fresh event loop; gateway errors exit 1."""
     settings = config if config is not None else load_config()
@@ -55,13 +64,13 @@ def run(
         fail(NOT_LOGGED_IN)
 
     async def main() -> T:
-        async with AsyncClient(settings) as client:
+        async with AsyncClient(settings, transport=transport) as client:
             return await action(client)
 
     try:
         return anyio.run(main)
     except ApiError as error:
-        fail(describe(error))
+        fail(describe(error, credential_used=need_credential))
     except ValueError as error:  # an option this kind of principal cannot use
         fail(str(error))
 

@@ -82,6 +82,8 @@ def send(
         echo_json(_dump(sent))
     else:
         click.echo(f"Sent {sent.id} in session {sent.session_alias or sent.session_id}.")
+        if sent.reply_address:
+            click.echo(f"Reply address: {sent.reply_address}")
 
 
 @click.command("inbox")

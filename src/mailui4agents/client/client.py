@@ -7,7 +7,7 @@ answer becomes an :class:`ApiError` carrying the gateway's code and message.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import quote
@@ -215,15 +215,106 @@ class AsyncClient:
         """Report the agent's status; answers ``{ok, unknown_fields}``."""
         return _as_dict(await self._call("POST", "/agent/heartbeat", json=fields))
 
+    # -- approvals and questions ----------------------------------------------------------
+
+    async def request_permission(
+        self,
+        session_id: str,
+        relay_key: str,
+        *,
+        kind: str = "approval",
+        tool_name: str | None = None,
+        tool_input: dict[str, Any] | None = None,
+        summary: str | None = None,
+        question: str | None = None,
+        options: list[dict[str, Any]] | None = None,
+        multi_select: bool | None = None,
+        timeout_s: int | None = None,
+    ) -> dict[str, Any]:
+        """Agent: open a request. Answers PermissionOut (201) or
+        ``{"status": "duplicate_relay", ...}`` (200); 409s raise ApiError whose
+        ``detail["reason"]`` is ``no_human``, ``mode_allows`` or ``mode_forbids``."""
+        body = _without_none(
+            session_id=session_id,
+            kind=kind,
+            relay_key=relay_key,
+            tool_name=tool_name,
+            tool_input=tool_input,
+            summary=summary,
+            question=question,
+            options=options,
+            multi_select=multi_select,
+            timeout_s=timeout_s,
+        )
+        return _as_dict(await self._call("POST", "/agent/permissions", json=body))
+
+    async def get_permission(self, request_id: str, wait: float = 0) -> dict[str, Any]:
+        """Agent: one of its requests; with ``wait``, long-poll up to that many seconds."""
+        params = {"wait": wait} if wait else None
+        return _as_dict(
+            await self._call("GET", f"/agent/permissions/{_seg(request_id)}", params=params)
+        )
+
+    async def agent_session(self, session_id: str) -> dict[str, Any]:
+        """Agent: a session it takes part in (mode, enforcement, alias)."""
+        return _as_dict(await self._call("GET", f"/agent/sessions/{_seg(session_id)}"))
+
+    async def interactive_session(
+        self, platform_id: str, owner: str, cwd: str, title: str | None = None
+    ) -> dict[str, Any]:
+        """Agent: the mail session bound to an interactive platform session."""
+        body = _without_none(platform_id=platform_id, owner=owner, cwd=cwd, title=title)
+        return _as_dict(await self._call("POST", "/agent/sessions/interactive", json=body))
+
+    async def permissions(
+        self, status: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Human: requests in the human's sessions (``status`` pending|decided)."""
+        params = _without_none(status=status, session_id=session_id, limit=limit)
+        return list(_as_dict(await self._call("GET", "/permissions", params=params))["items"])
+
+    async def decide(
+        self,
+        request_id: str,
+        decision: str,
+        *,
+        note: str | None = None,
+        always: bool | None = None,
+        grant_pattern: str | None = None,
+        answers: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Human: approve or deny (``decision`` approve|deny), or answer a question."""
+        body = _without_none(
+            decision=decision, note=note, always=always, grant_pattern=grant_pattern,
+            answers=answers,
+        )  # fmt: skip
+        path = f"/permissions/{_seg(request_id)}/decision"
+        return _as_dict(await self._call("POST", path, json=body))
+
+    async def grants(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Human: standing grants of the human's sessions."""
+        params = _without_none(session_id=session_id)
+        return list(_as_dict(await self._call("GET", "/grants", params=params))["items"])
+
+    async def revoke_grant(self, grant_id: str) -> dict[str, Any]:
+        """Human: revoke a standing grant."""
+        return _as_dict(await self._call("DELETE", f"/grants/{_seg(grant_id)}"))
+
     # -- live events ----------------------------------------------------------------------
 
     def events(
-        self, last_event_id: int | None = None, *, on_retry: RetryCallback | None = None
+        self,
+        last_event_id: int | None = None,
+        *,
+        on_retry: RetryCallback | None = None,
+        on_connect: Callable[[], None] | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Live events, forever, reconnecting with backoff; close with ``aclosing``.
 
-        Resumes after ``last_event_id`` when given. Raises :class:`ApiError` on a
-        permanent refusal (401/403), which is never retried.
+        Resumes after ``last_event_id`` when given. ``on_connect`` runs each time the
+        gateway accepts the stream: from then on no event can be missed, so a waiter
+        posts its request only after the first call (SPEC §7.3 step 1).
+        Raises :class:`ApiError` on a permanent refusal (401/403), never retried.
         """
         path = f"{API}/agent/events" if self.config.is_agent else f"{API}/events"
         initial, cap = self._reconnect
@@ -234,6 +325,7 @@ class AsyncClient:
             last_event_id=None if last_event_id is None else str(last_event_id),
             backoff=Backoff(initial=initial, cap=cap),
             on_retry=on_retry,
+            on_connect=on_connect,
         )
 
     # -- plumbing -------------------------------------------------------------------------

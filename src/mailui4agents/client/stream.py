@@ -38,6 +38,7 @@ async def iter_events(
     last_event_id: str | None,
     backoff: Backoff,
     on_retry: RetryCallback | None = None,
+    on_connect: Callable[[], None] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Yield the events of the stream at ``path`` forever, reconnecting as needed."""
     resume = last_event_id
@@ -57,6 +58,10 @@ async def iter_events(
                 else:
                     _require_event_stream(response)
                     connected = True
+                    if on_connect is not None:
+                        # The gateway fixed this stream's start before answering 200:
+                        # anything committed from now on will be delivered.
+                        on_connect()
                     parser = SSEParser()
                     async for chunk in response.aiter_bytes():
                         backoff.reset()  # the connection works; start over next time

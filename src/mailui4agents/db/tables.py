@@ -163,3 +163,50 @@ class EventRow(Base):
     type: Mapped[str] = mapped_column(String(40))
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PermissionRow(Base):
+    """A request by an agent to use a guarded tool (or to ask a question)."""
+
+    __tablename__ = "permissions"
+    __table_args__ = (
+        Index("ix_permissions_session_id_status", "session_id", "status"),
+        Index("ix_permissions_status_expires_at", "status", "expires_at"),
+    )
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
+    agent_name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))  # approval | question
+    tool_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    tool_input: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    summary: Mapped[str | None] = mapped_column(Text, nullable=True)
+    question: Mapped[str | None] = mapped_column(Text, nullable=True)
+    options: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    multi_select: Mapped[bool] = mapped_column(Boolean, default=False)
+    relay_key: Mapped[str] = mapped_column(String(160), unique=True)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    decision: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    answers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    decided_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    mail_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    grant_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class GrantRow(Base):
+    """A standing "always allow" for one tool (optionally a command/path prefix)
+    in one session. Stored here because every hook call is a separate process."""
+
+    __tablename__ = "grants"
+    __table_args__ = (Index("ix_grants_session_id_tool_name", "session_id", "tool_name"),)
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
+    tool_name: Mapped[str] = mapped_column(String(200))
+    pattern: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_by: Mapped[str] = mapped_column(String(200))
+    request_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

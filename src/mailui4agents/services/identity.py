@@ -19,7 +19,11 @@ from mailui4agents.services.principals import Principal
 
 USER_TOKEN_PREFIX = "am_user_"
 AGENT_KEY_PREFIX = "am_agent_"
-_hasher = PasswordHasher()
+
+
+def password_hasher(time_cost: int = 3, memory_kib: int = 65536) -> PasswordHasher:
+    """Argon2id; the cost comes from settings (tests turn it down, never production)."""
+    return PasswordHasher(time_cost=time_cost, memory_cost=memory_kib, parallelism=1)
 
 
 def hash_token(token: str) -> str:
@@ -52,26 +56,28 @@ async def name_taken(s: AsyncSession, name: str) -> bool:
 
 
 async def create_user(
-    s: AsyncSession, username: str, password: str, is_admin: bool = False
+    s: AsyncSession, hasher: PasswordHasher, username: str, password: str, is_admin: bool = False
 ) -> UserRow:
     _check_name(username, "username")
     if len(password) < 8:
         raise invalid_value("password", "password must have at least 8 characters")
     if await name_taken(s, username):
         raise conflict(f"the name '{username}' is already taken")
-    row = UserRow(username=username, password_hash=_hasher.hash(password), is_admin=is_admin)
+    row = UserRow(username=username, password_hash=hasher.hash(password), is_admin=is_admin)
     s.add(row)
     await s.flush()
     return row
 
 
-async def verify_password(s: AsyncSession, username: str, password: str) -> UserRow:
+async def verify_password(
+    s: AsyncSession, hasher: PasswordHasher, username: str, password: str
+) -> UserRow:
     row = await s.scalar(select(UserRow).where(UserRow.username == username))
     if row is None:
-        _hasher.hash(password)  # spend the same time as a real check
+        hasher.hash(password)  # spend the same time as a real check
         raise ApiError(401, "unauthorized", "wrong username or password")
     try:
-        _hasher.verify(row.password_hash, password)
+        hasher.verify(row.password_hash, password)
     except (VerificationError, InvalidHashError):
         raise ApiError(401, "unauthorized", "wrong username or password") from None
     return row
@@ -121,6 +127,8 @@ async def revoke_agent_key(s: AsyncSession, name: str, key_id: str) -> None:
     )
     if result.rowcount == 0:  # type: ignore[attr-defined]
         raise not_found(f"active key '{key_id}' of agent '{name}'")
+    # Wake the agent's open streams after the commit so they re-check their key.
+    s.info.setdefault("notify", set()).add(f"agent:{name}")
 
 
 async def authenticate(s: AsyncSession, token: str) -> Principal | None:
@@ -158,14 +166,14 @@ async def kind_of(s: AsyncSession, name: str) -> str | None:
     return None
 
 
-async def ensure_admin(s: AsyncSession, password: str | None) -> str | None:
+async def ensure_admin(s: AsyncSession, hasher: PasswordHasher, password: str | None) -> str | None:
     """On an empty database create user `admin`. Returns a generated password, once."""
     if await s.scalar(select(UserRow.id).limit(1)) is not None:
         return None
     generated = None
     if not password:
         generated = password = secrets.token_urlsafe(18)
-    await create_user(s, "admin", password, is_admin=True)
+    await create_user(s, hasher, "admin", password, is_admin=True)
     return generated
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,13 +22,23 @@ from mailui4agents.settings import Settings
 RELAY_KEY_MAX_BYTES = 160
 
 
+_ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/])")
+
+
 def _parse_all(field: str, texts: Sequence[str]) -> list[Address]:
     out = []
     for i, text in enumerate(texts):
         try:
-            out.append(parse_address(text))
+            addr = parse_address(text)
         except AddressError as e:
             raise invalid_value(f"{field}[{i}]", str(e)) from None
+        if addr.path and not _ABSOLUTE.match(addr.path):
+            # "claude@srv/shop.new" is a typo for /srv/shop, not a new workspace.
+            raise invalid_value(
+                f"{field}[{i}]",
+                f"workspace '{addr.path}' in '{text}' must be an absolute path (or empty)",
+            )
+        out.append(addr)
     return out
 
 
@@ -94,11 +105,52 @@ async def send_mail(
     session, _created = await sessions.resolve_target(
         s, settings, sender, to_addrs, cc_addrs, subject, parent, permission_mode
     )
+    recipients: list[tuple[str, bool, str]] = []
+    seen: set[str] = set()
+    for role, addrs in (("to", to_addrs), ("cc", cc_addrs)):
+        for a in addrs:
+            if a.name not in seen:  # one delivery per person, "to" wins over "cc"
+                seen.add(a.name)
+                recipients.append((a.name, kinds[a.name], role))
+    ctx = await deliver(
+        s,
+        session,
+        sender.name,
+        sender.is_human,
+        recipients,
+        subject=subject,
+        body=body,
+        parent_mail_id=parent_mail_id,
+        type_=type_,
+        relay=relay,
+        relay_key=relay_key,
+        from_session_id=from_session_id,
+    )
+    return 201, mail_out(ctx, sender.name)
+
+
+async def deliver(
+    s: AsyncSession,
+    session: SessionRow,
+    sender: str,
+    sender_human: bool,
+    recipients: list[tuple[str, bool, str]],
+    *,
+    subject: str,
+    body: str,
+    type_: str,
+    parent_mail_id: str | None = None,
+    relay: bool = False,
+    relay_key: str | None = None,
+    from_session_id: str | None = None,
+) -> MailContext:
+    """Store one mail in `session` for (name, is_human, role) recipients, and one
+    `new_mail` event per recipient, each with its own reply/self addresses."""
     now = utcnow()
     mail = MailRow(
         session_id=session.id,
-        from_name=sender.name,
-        from_human=sender.is_human,
+        from_name=sender,
+        from_human=sender_human,
         subject=subject,
         body=body,
         parent_mail_id=parent_mail_id,
@@ -110,31 +162,18 @@ async def send_mail(
     )
     s.add(mail)
     await s.flush()
-    recipients: list[RecipientRow] = []
-    seen: set[str] = set()
-    for role, addrs in (("to", to_addrs), ("cc", cc_addrs)):
-        for a in addrs:
-            if a.name in seen:
-                continue  # one delivery per person, "to" wins over "cc"
-            seen.add(a.name)
-            recipients.append(
-                RecipientRow(
-                    mail_seq=mail.seq,
-                    name=a.name,
-                    is_human=kinds[a.name],
-                    role=role,
-                    position=len(recipients),
-                )
-            )
-    s.add_all(recipients)
+    rows = [
+        RecipientRow(mail_seq=mail.seq, name=name, is_human=human, role=role, position=i)
+        for i, (name, human, role) in enumerate(recipients)
+    ]
+    s.add_all(rows)
     session.last_mail_at = now
     await s.flush()
-    ctx = MailContext(mail, session, recipients)
-    for r in recipients:
-        await log.append(
-            s, [principal_key(r.name, r.is_human)], "new_mail", delivery_fields(ctx, r.name)
-        )
-    return 201, mail_out(ctx, sender.name)
+    ctx = MailContext(mail, session, rows)
+    for r in rows:
+        fields = delivery_fields(ctx, r.name)
+        await log.append(s, [principal_key(r.name, r.is_human)], "new_mail", fields)
+    return ctx
 
 
 async def record_reads(

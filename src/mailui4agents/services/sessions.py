@@ -13,7 +13,7 @@ from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow, new_id
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import NEW_SESSION, Address, is_valid_alias
 from mailui4agents.domain.aliases import alias_candidates, auto_alias, close_matches
-from mailui4agents.errors import ApiError, conflict, forbidden, invalid_value, not_found
+from mailui4agents.errors import ApiError, conflict, invalid_value, not_found
 from mailui4agents.events import log
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.views import session_out
@@ -87,9 +87,11 @@ async def create_session(
     *,
     permission_mode: str | None = None,
     default_key: str | None = None,
+    enforcement: str = "advisory",
 ) -> SessionRow:
     await check_rate_limit(s, settings, creator)
     row = SessionRow(
+        permission_enforcement=enforcement,
         id=new_id(),
         workspace=workspace,
         created_by=creator,
@@ -103,13 +105,59 @@ async def create_session(
     return row
 
 
-async def by_alias(s: AsyncSession, workspace: str, alias: str) -> SessionRow:
+async def _enforcement_of(s: AsyncSession, name: str) -> str:
+    """The enforcement an agent last reported (advisory for humans/unknown)."""
+    from mailui4agents.db.tables import AgentRow
+
+    value = await s.scalar(select(AgentRow.mode_enforcement).where(AgentRow.name == name))
+    return value or "advisory"
+
+
+async def refresh_enforcement(s: AsyncSession, agent: str, enforcement: str) -> None:
+    """An agent reported a new enforcement level: update the snapshot of its active
+    sessions and tell their participants (the UI shows it beside the mode)."""
+    mine = (
+        select(MailRow.session_id)
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(RecipientRow.name == agent)
+    )
+    rows = (
+        await s.scalars(
+            select(SessionRow).where(
+                SessionRow.id.in_(mine),
+                SessionRow.status == "active",
+                SessionRow.permission_enforcement != enforcement,
+            )
+        )
+    ).all()
+    for row in rows:
+        row.permission_enforcement = enforcement
+        await s.flush()
+        people = await participants(s, row.id)
+        out = await describe(s, row, agent)
+        await log.append(s, [principal_key(n, h) for n, h in people], "session_update", out)
+
+
+async def by_alias(s: AsyncSession, workspace: str, alias: str, sender: Principal) -> SessionRow:
+    """The session `alias` names in `workspace` — if the sender takes part in it.
+
+    Aliases are guessable from subjects; letting anyone post into a session by its
+    alias would make them a participant who can read its whole history. To an
+    outsider a session they are not in looks exactly like one that does not exist
+    (close matches come only from their own sessions)."""
     row = await s.scalar(
         select(SessionRow).where(SessionRow.workspace == workspace, SessionRow.alias == alias)
     )
+    if row is not None and not sender.is_admin and not await is_participant(s, row.id, sender.name):
+        row = None
     if row is None:
+        mine = _sessions_of(sender.name)
         known = (
-            await s.scalars(select(SessionRow.alias).where(SessionRow.workspace == workspace))
+            await s.scalars(
+                select(SessionRow.alias).where(
+                    SessionRow.workspace == workspace, SessionRow.id.in_(mine)
+                )
+            )
         ).all()
         raise ApiError(
             404,
@@ -148,14 +196,23 @@ async def resolve_target(
         if primary is not None and primary.session == NEW_SESSION:
             base = auto_alias(primary.name, subject)
             session = await create_session(
-                s, settings, sender.name, primary.path, base, permission_mode=permission_mode
+                s,
+                settings,
+                sender.name,
+                primary.path,
+                base,
+                permission_mode=permission_mode,
+                enforcement=await _enforcement_of(s, primary.name),
             )
             created = True
         elif primary is not None:
-            session = await by_alias(s, primary.path, str(primary.session))
+            session = await by_alias(s, primary.path, str(primary.session), sender)
         else:
             first = to[0]
-            key = f"{first.name}\x00{first.path}"
+            # One default session per PAIR of people and path: ana↔claude share one,
+            # bob mailing claude@/srv/shop gets his own (never ana's history).
+            low, high = sorted((sender.name, first.name))
+            key = f"{low}\x00{high}\x00{first.path}"
             found = await s.scalar(select(SessionRow).where(SessionRow.default_key == key))
             if found is None:
                 base = auto_alias(first.name, subject)
@@ -167,6 +224,7 @@ async def resolve_target(
                     base,
                     permission_mode=permission_mode,
                     default_key=key,
+                    enforcement=await _enforcement_of(s, first.name),
                 )
                 created = True
             else:
@@ -215,6 +273,17 @@ async def participants(s: AsyncSession, session_id: str) -> list[tuple[str, bool
     return sorted(seen.items())
 
 
+def _sessions_of(name: str) -> Any:
+    """A subquery of the ids of sessions `name` sent or received mail in."""
+    sent = select(MailRow.session_id).where(MailRow.from_name == name)
+    got = (
+        select(MailRow.session_id)
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(RecipientRow.name == name)
+    )
+    return sent.union(got)
+
+
 async def is_participant(s: AsyncSession, session_id: str, name: str) -> bool:
     sent = await s.scalar(
         select(MailRow.seq)
@@ -251,7 +320,10 @@ async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> dict[str, A
             RecipientRow.read_at.is_(None),
         )
     )
-    return session_out(row, [n for n, _ in people], int(unread or 0))
+    from mailui4agents.services.permissions import pending_count
+
+    pending = await pending_count(s, row.id)
+    return session_out(row, [n for n, _ in people], int(unread or 0), pending)
 
 
 async def list_sessions(
@@ -265,13 +337,7 @@ async def list_sessions(
 ) -> tuple[list[dict[str, Any]], str | None]:
     stmt = select(SessionRow)
     if not who.is_admin:
-        mine_sent = select(MailRow.session_id).where(MailRow.from_name == who.name)
-        mine_got = (
-            select(MailRow.session_id)
-            .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
-            .where(RecipientRow.name == who.name)
-        )
-        stmt = stmt.where(or_(SessionRow.id.in_(mine_sent), SessionRow.id.in_(mine_got)))
+        stmt = stmt.where(SessionRow.id.in_(_sessions_of(who.name)))
     if status:
         stmt = stmt.where(SessionRow.status == status)
     if workspace is not None:
@@ -309,7 +375,8 @@ async def update_session(
 ) -> dict[str, Any]:
     row = await get_session(s, session_id)
     if not who.is_admin and not await is_participant(s, row.id, who.name):
-        raise forbidden("only the session's humans (or an admin) may change it")
+        # The same answer as reading it: an outsider learns nothing, not even that it exists.
+        raise not_found(f"session '{session_id}'")
     if alias is not None and alias != row.alias:
         if not is_valid_alias(alias):
             raise invalid_value(
@@ -333,3 +400,46 @@ async def update_session(
     out = await describe(s, row, who.name)
     await log.append(s, [principal_key(n, h) for n, h in people], "session_update", out)
     return out
+
+
+async def interactive_session(
+    s: AsyncSession,
+    settings: Settings,
+    agent: Principal,
+    *,
+    platform_id: str,
+    owner: str,
+    cwd: str,
+    title: str | None,
+) -> SessionRow:
+    """The mail session of an interactive platform session: one per platform
+    session, created on first use with workspace = the platform's cwd, and a first
+    mail to the owner so that the owner is the human who decides."""
+    from mailui4agents.services import identity, mail
+
+    found = await s.scalar(
+        select(SessionRow).where(
+            SessionRow.platform_id == platform_id, SessionRow.created_by == agent.name
+        )
+    )
+    if found is not None:
+        return found
+    if await identity.kind_of(s, owner) != "user":
+        raise invalid_value("owner", f"no user is named '{owner}' (set AGENTMAIL_OWNER)")
+    label = title or "terminal"
+    row = await create_session(s, settings, agent.name, cwd, auto_alias(agent.name, label))
+    row.platform_id = row.platform_id or platform_id
+    await mail.deliver(
+        s,
+        row,
+        agent.name,
+        False,
+        [(owner, True, "to")],
+        subject=f"Interactive session: {label}",
+        body=(
+            f"{agent.name} is working interactively in {cwd or '(no workspace)'}.\n"
+            "Its requests to run commands or change files will arrive in this thread."
+        ),
+        type_="system",
+    )
+    return row

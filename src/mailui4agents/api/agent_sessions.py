@@ -1,0 +1,39 @@
+"""Agent views of sessions: the mode a hook must apply, and binding an interactive
+terminal session to a mail session its owner can approve from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from mailui4agents.api.deps import Agent, GatewayDep
+from mailui4agents.api.schemas import InteractiveSessionIn
+from mailui4agents.services import sessions
+
+router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
+
+
+@router.get("/{session_id}")
+async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.read() as s:
+        await sessions.require_reader(s, session_id, who)
+        row = await sessions.get_session(s, session_id)
+        return await sessions.describe(s, row, who.name)
+
+
+@router.post("/interactive")
+async def interactive_session(
+    body: InteractiveSessionIn, who: Agent, gw: GatewayDep
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        row = await sessions.interactive_session(
+            s,
+            gw.settings,
+            who,
+            platform_id=body.platform_id,
+            owner=body.owner,
+            cwd=body.cwd,
+            title=body.title,
+        )
+        return await sessions.describe(s, row, who.name)

@@ -1,0 +1,114 @@
+"""Approvals and questions: agents ask, humans decide, grants remember."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import APIRouter, Query, Response
+
+from mailui4agents.api.deps import Agent, GatewayDep, Human
+from mailui4agents.api.pages import page
+from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
+from mailui4agents.db.tables import PermissionRow
+from mailui4agents.errors import not_found
+from mailui4agents.services import permissions
+
+router = APIRouter(prefix="/api/v1", tags=["permissions"])
+
+
+@router.post("/agent/permissions", status_code=201)
+async def create_permission(
+    body: PermissionCreate, who: Agent, gw: GatewayDep, response: Response
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        status, out = await permissions.create_request(
+            s,
+            who,
+            session_id=str(body.session_id),
+            kind=body.kind,
+            relay_key=body.relay_key,
+            tool_name=body.tool_name,
+            tool_input=body.tool_input,
+            summary=body.summary,
+            question=body.question,
+            options=[o.model_dump() for o in body.options] if body.options is not None else None,
+            multi_select=body.multi_select,
+            timeout_s=body.timeout_s,
+        )
+    response.status_code = status
+    return out
+
+
+@router.get("/agent/permissions/{request_id}")
+async def get_permission(
+    request_id: str,
+    who: Agent,
+    gw: GatewayDep,
+    wait: Annotated[float, Query(ge=0, le=60)] = 0,
+) -> dict[str, Any]:
+    """Long-poll: answers as soon as the request is no longer pending, or after
+    `wait` seconds with it still pending."""
+
+    async def load() -> PermissionRow:
+        async with gw.read() as s:
+            row = await permissions.get_request(s, request_id)
+        if row.agent_name != who.name:  # another agent's request does not exist for you
+            raise not_found(f"permission request '{request_id}'")
+        return row
+
+    with gw.hub.subscribe(who.key) as wake:
+        row = await load()
+        with anyio.move_on_after(wait):
+            while row.status == "pending":
+                wake.clear()
+                row = await load()
+                if row.status == "pending":
+                    await wake.wait()
+        row = await load()
+    return permissions.permission_out(row)
+
+
+@router.get("/permissions")
+async def list_permissions(
+    who: Human,
+    gw: GatewayDep,
+    status: Literal["pending", "decided"] | None = None,
+    session_id: str | None = None,
+    limit: Limit = 50,
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        await permissions.expire_due(s, session_id)
+        items = await permissions.list_for_human(s, who, status, session_id, limit)
+    return page(items, None)
+
+
+@router.post("/permissions/{request_id}/decision")
+async def decide_permission(
+    request_id: str, body: DecisionIn, who: Human, gw: GatewayDep
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        return await permissions.decide(
+            s,
+            who,
+            request_id,
+            decision=body.decision,
+            note=body.note,
+            always=body.always,
+            grant_pattern=body.grant_pattern,
+            answers=body.answers,
+        )
+
+
+@router.get("/grants")
+async def list_grants(
+    who: Human, gw: GatewayDep, session_id: str | None = None, include_revoked: bool = False
+) -> dict[str, Any]:
+    async with gw.read() as s:
+        return page(await permissions.list_grants(s, who, session_id, include_revoked), None)
+
+
+@router.delete("/grants/{grant_id}")
+async def revoke_grant(grant_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        return await permissions.revoke_grant(s, who, grant_id)

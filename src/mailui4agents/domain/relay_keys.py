@@ -1,0 +1,54 @@
+"""Keep relay keys within the gateway's size limit without losing uniqueness.
+
+A relay key must be unique per tool call (SPEC §7.3). Hooks build it from
+platform ids (session id, tool-use id, agent id ...), which can be long. Simply
+cutting a long key would make two different calls that share a long prefix
+collide — the second then gets ``duplicate_relay`` and is denied for nothing.
+So a long key keeps a readable prefix (for people reading logs) and ends with
+the SHA-256 of the *whole* key (for uniqueness). The result is deterministic,
+so a retried post of the same call produces the same key and is recognised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+RELAY_KEY_MAX_BYTES = 160
+
+_HASH_MARK = ":sha256:"
+# ":sha256:" plus 64 hex digits, all ASCII.
+_SUFFIX_BYTES = len(_HASH_MARK) + 64
+
+
+def clamp_relay_key(key: str, max_bytes: int = RELAY_KEY_MAX_BYTES) -> str:
+    """Return ``key`` unchanged when it fits in ``max_bytes`` UTF-8 bytes, else a
+    readable prefix + ``:sha256:`` + the hex digest of the whole key.
+
+    The prefix is cut on a character boundary, so the result is valid UTF-8 and
+    never longer than ``max_bytes``. A result always fits, so clamping it again
+    leaves it unchanged.
+
+    A key that is not valid Unicode text (lone surrogates, which cannot be
+    encoded as UTF-8 or sent as JSON) is always replaced, whatever its length:
+    its prefix is encoded with replacement characters and the digest is taken
+    over its ``surrogatepass`` bytes, so different such keys stay different.
+
+    Raises ``ValueError`` when ``max_bytes`` cannot even hold the digest suffix
+    (a programming error, not a runtime condition).
+    """
+    if max_bytes < _SUFFIX_BYTES:
+        raise ValueError(f"max_bytes must be at least {_SUFFIX_BYTES}, got {max_bytes}")
+    try:
+        encoded = key.encode("utf-8")
+    except UnicodeEncodeError:
+        whole = key.encode("utf-8", "surrogatepass")
+        readable = key.encode("utf-8", "replace")
+    else:
+        if len(encoded) <= max_bytes:
+            return key
+        whole = readable = encoded
+    budget = max_bytes - _SUFFIX_BYTES
+    # Cutting the bytes may split the last character; "ignore" drops only that
+    # incomplete tail, because everything before it is valid UTF-8.
+    prefix = readable[:budget].decode("utf-8", "ignore")
+    return prefix + _HASH_MARK + hashlib.sha256(whole).hexdigest()

@@ -1,0 +1,496 @@
+"""Permission requests, decisions, expiry and grants (SPEC §7.3–7.6).
+
+Everything here fails closed: no human → refused, unknown mode → workspace,
+a request nobody decides expires, archiving cancels what is pending.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import GrantRow, PermissionRow, SessionRow
+from mailui4agents.db.types import utcnow
+from mailui4agents.domain.grants import GrantRule, grant_matches
+from mailui4agents.domain.masking import mask_secrets
+from mailui4agents.domain.modes import mode_for_deciding
+from mailui4agents.domain.relay_keys import RELAY_KEY_MAX_BYTES
+from mailui4agents.errors import ApiError, conflict, forbidden, invalid_value, not_found
+from mailui4agents.events import log
+from mailui4agents.services import mail, sessions
+from mailui4agents.services.identity import fmt_time
+from mailui4agents.services.principals import Principal, principal_key
+
+DEFAULT_TIMEOUT_S = 600
+
+
+def permission_out(row: PermissionRow, session: SessionRow | None = None) -> dict[str, Any]:
+    out = {
+        "id": row.id,
+        "session_id": row.session_id,
+        "kind": row.kind,
+        "agent": row.agent_name,
+        "tool_name": row.tool_name,
+        "tool_input": row.tool_input,
+        "summary": row.summary,
+        "question": row.question,
+        "options": row.options,
+        "multi_select": row.multi_select,
+        "status": row.status,
+        "decision": row.decision,
+        "note": row.note,
+        "answers": row.answers,
+        "decided_by": row.decided_by,
+        "decided_at": fmt_time(row.decided_at),
+        "expires_at": fmt_time(row.expires_at),
+        "relay_key": row.relay_key,
+        "mail_id": row.mail_id,
+        "grant_id": row.grant_id,
+        "created_at": fmt_time(row.created_at),
+    }
+    if session is not None:
+        out["session_alias"] = session.alias
+        out["workspace"] = session.workspace
+        out["permission_mode"] = session.permission_mode
+    return out
+
+
+def decision_event(row: PermissionRow) -> dict[str, Any]:
+    return {
+        "request_id": row.id,
+        "relay_key": row.relay_key,
+        "session_id": row.session_id,
+        "kind": row.kind,
+        "status": row.status,
+        "decision": row.decision,
+        "note": row.note,
+        "answers": row.answers,
+        "decided_by": row.decided_by,
+    }
+
+
+async def _humans(s: AsyncSession, session_id: str) -> list[str]:
+    return [n for n, human in await sessions.participants(s, session_id) if human]
+
+
+def _conflict(reason: str, message: str, **extra: Any) -> ApiError:
+    return conflict(message, reason=reason, **extra)
+
+
+def _request_text(row: PermissionRow, session: SessionRow) -> tuple[str, str]:
+    """Subject and body of the permission_request mail (inputs already masked)."""
+    if row.kind == "question":
+        lines = [f"{row.agent_name} asks: {row.question}", ""]
+        for opt in row.options or []:
+            desc = f" — {opt['description']}" if opt.get("description") else ""
+            lines.append(f"  - {opt['label']}{desc}")
+        if row.options:
+            lines.append("")
+            lines.append("Choose " + ("one or more" if row.multi_select else "one") + ":")
+            lines.append(f"  agentmail answer {row.id} --option LABEL")
+        else:
+            lines.append(f'Answer: agentmail answer {row.id} --text "…"')
+        return f"Question: {(row.question or '')[:80]}", "\n".join(lines)
+    detail = json.dumps(row.tool_input or {}, ensure_ascii=False, indent=2)
+    body = (
+        f"{row.agent_name} wants to use {row.tool_name} in {session.workspace or '(no workspace)'}"
+        f" (mode {session.permission_mode}).\n\n"
+        + (f"{row.summary}\n\n" if row.summary else "")
+        + f"{detail}\n\n"
+        f"Approve: agentmail approve {row.id} [--note N] [--always]\n"
+        f"Deny:    agentmail deny {row.id} --note N\n"
+    )
+    what = row.summary or (row.tool_input or {}).get("command") or row.tool_name
+    return f"Approval needed: {row.tool_name} — {str(what)[:80]}", body
+
+
+async def create_request(
+    s: AsyncSession,
+    agent: Principal,
+    *,
+    session_id: str,
+    kind: str,
+    relay_key: str,
+    tool_name: str | None,
+    tool_input: dict[str, Any] | None,
+    summary: str | None,
+    question: str | None,
+    options: list[dict[str, Any]] | None,
+    multi_select: bool,
+    timeout_s: int | None,
+) -> tuple[int, dict[str, Any]]:
+    """Open a request. Returns (status, body): 201 PermissionOut, or 200 duplicate."""
+    if len(relay_key.encode()) > RELAY_KEY_MAX_BYTES:
+        raise ApiError(
+            400,
+            "relay_key_too_long",
+            f"relay_key is {len(relay_key.encode())} bytes; at most {RELAY_KEY_MAX_BYTES}",
+            field="relay_key",
+        )
+    if not relay_key:
+        raise invalid_value("relay_key", "relay_key must not be empty")
+    dup = await s.scalar(select(PermissionRow).where(PermissionRow.relay_key == relay_key))
+    if dup is not None:
+        # Nobody will ever decide a second request with the same key: deny at once.
+        return 200, {"status": "duplicate_relay", "request_id": dup.id}
+    _validate_shape(kind, tool_name, question, options, multi_select)
+    session = await sessions.get_session(s, session_id)
+    if not await sessions.is_participant(s, session.id, agent.name):
+        raise not_found(f"session '{session_id}'")
+    if session.status != "active":
+        raise _conflict("archived", f"session '{session.alias}' is archived")
+
+    mode = mode_for_deciding(session.permission_mode)
+    if kind == "approval" and mode == "full":
+        raise _conflict("mode_allows", "the session is in full mode", permission_mode="full")
+    if kind == "approval" and mode == "plan":
+        raise _conflict(
+            "mode_forbids", "the session is in plan mode (read-only)", permission_mode="plan"
+        )
+
+    now = utcnow()
+    row = PermissionRow(
+        session_id=session.id,
+        agent_name=agent.name,
+        kind=kind,
+        tool_name=tool_name,
+        tool_input=mask_secrets(tool_input) if tool_input is not None else None,
+        summary=summary,
+        question=question,
+        options=options,
+        multi_select=multi_select,
+        relay_key=relay_key,
+        expires_at=now + timedelta(seconds=timeout_s or DEFAULT_TIMEOUT_S),
+        created_at=now,
+    )
+    if kind == "approval" and tool_name is not None:
+        grant = await _matching_grant(s, session.id, tool_name, tool_input or {})
+        if grant is not None:
+            row.status, row.decision = "approved", "approve"
+            row.decided_by, row.decided_at, row.grant_id = f"grant:{grant.id}", now, grant.id
+            if not await _insert(s, row):
+                return await _duplicate(s, relay_key)
+            await log.append(s, [agent.key], "permission_decision", decision_event(row))
+            return 201, permission_out(row, session)
+
+    humans = await _humans(s, session.id)
+    if not humans:
+        raise _conflict("no_human", "no human takes part in this session; nobody could decide")
+    if not await _insert(s, row):
+        return await _duplicate(s, relay_key)
+    subject, body = _request_text(row, session)
+    ctx = await mail.deliver(
+        s,
+        session,
+        agent.name,
+        False,
+        [(h, True, "to") for h in humans],
+        subject=subject,
+        body=body,
+        type_="permission_request",
+    )
+    row.mail_id = ctx.mail.id
+    await s.flush()
+    out = permission_out(row, session)
+    await log.append(s, [principal_key(h, True) for h in humans], "permission_request", out)
+    return 201, out
+
+
+async def _insert(s: AsyncSession, row: PermissionRow) -> bool:
+    """Insert; False when a concurrent request took the relay key first."""
+    try:
+        async with s.begin_nested():
+            s.add(row)
+            await s.flush()
+    except IntegrityError:
+        return False
+    return True
+
+
+async def _duplicate(s: AsyncSession, relay_key: str) -> tuple[int, dict[str, Any]]:
+    dup = await s.scalar(select(PermissionRow.id).where(PermissionRow.relay_key == relay_key))
+    return 200, {"status": "duplicate_relay", "request_id": dup}
+
+
+def _validate_shape(
+    kind: str,
+    tool_name: str | None,
+    question: str | None,
+    options: list[dict[str, Any]] | None,
+    multi_select: bool,
+) -> None:
+    if kind == "approval":
+        if not tool_name:
+            raise ApiError(400, "missing_field", "an approval names its tool", field="tool_name")
+        if question is not None or options is not None:
+            raise invalid_value("question", "question/options belong to kind 'question'")
+        return
+    if not question or not question.strip():
+        raise ApiError(400, "missing_field", "a question needs its text", field="question")
+    if options is not None:
+        labels = [o["label"] for o in options]
+        if not labels or any(not label.strip() for label in labels):
+            raise invalid_value("options", "options need non-empty labels (or omit options)")
+        if len(set(labels)) != len(labels):
+            raise invalid_value("options", "option labels must be unique")
+    elif multi_select:
+        raise invalid_value("multi_select", "multi_select needs options")
+
+
+async def _matching_grant(
+    s: AsyncSession, session_id: str, tool_name: str, tool_input: dict[str, Any]
+) -> GrantRow | None:
+    grants = (
+        await s.scalars(
+            select(GrantRow).where(
+                GrantRow.session_id == session_id,
+                GrantRow.tool_name == tool_name,
+                GrantRow.revoked_at.is_(None),
+            )
+        )
+    ).all()
+    for g in grants:
+        if grant_matches(GrantRule(g.tool_name, g.pattern), tool_name, tool_input):
+            return g
+    return None
+
+
+def _check_answers(row: PermissionRow, answers: list[str] | None) -> list[str] | None:
+    if row.kind != "question":
+        if answers is not None:
+            raise invalid_value("answers", "answers belong to questions, not approvals")
+        return None
+    if not answers or any(not a.strip() for a in answers):
+        raise invalid_value("answers", "an answer must not be empty")
+    if row.options is None:
+        return answers
+    labels = [o["label"] for o in row.options]
+    unknown = [a for a in answers if a not in labels]
+    if unknown:
+        raise invalid_value(
+            "answers", f"unknown option {unknown[0]!r}; the options are: {', '.join(labels)}"
+        )
+    if not row.multi_select and len(answers) != 1:
+        raise invalid_value("answers", "this question takes exactly one option")
+    return list(dict.fromkeys(answers))
+
+
+async def get_request(s: AsyncSession, request_id: str) -> PermissionRow:
+    row = await s.get(PermissionRow, request_id)
+    if row is None:
+        raise not_found(f"permission request '{request_id}'")
+    return row
+
+
+async def decide(
+    s: AsyncSession,
+    human: Principal,
+    request_id: str,
+    *,
+    decision: str,
+    note: str | None,
+    always: bool,
+    grant_pattern: str | None,
+    answers: list[str] | None,
+) -> dict[str, Any]:
+    """A human of the request's session approves or denies it (once)."""
+    row = await get_request(s, request_id)
+    session = await sessions.get_session(s, row.session_id)
+    if human.name not in await _humans(s, row.session_id):
+        raise forbidden("only a human of this session may decide its requests")
+    await expire_due(s, row.session_id)
+    if row.status != "pending":
+        raise conflict(f"request already {row.status}", reason="already_decided")
+    if decision == "approve":
+        row.answers = _check_answers(row, answers)
+    elif answers is not None:
+        raise invalid_value("answers", "a refusal carries no answers")
+    if always and (row.kind != "approval" or decision != "approve"):
+        raise invalid_value("always", "'always' applies to approving a tool request")
+    if grant_pattern is not None and not always:
+        raise invalid_value("grant_pattern", "grant_pattern goes with always=true")
+    now = utcnow()
+    result = await s.execute(
+        update(PermissionRow)
+        .where(PermissionRow.id == row.id, PermissionRow.status == "pending")
+        .values(status="approved" if decision == "approve" else "denied")
+        .execution_options(synchronize_session=False)
+    )
+    if not result.rowcount:  # type: ignore[attr-defined]
+        raise conflict("request already decided", reason="already_decided")
+    row.status = "approved" if decision == "approve" else "denied"
+    row.decision, row.note, row.decided_by, row.decided_at = decision, note, human.name, now
+    if always:
+        grant = GrantRow(
+            session_id=row.session_id,
+            tool_name=str(row.tool_name),
+            pattern=grant_pattern,
+            created_by=human.name,
+            request_id=row.id,
+        )
+        s.add(grant)
+        await s.flush()
+        row.grant_id = grant.id
+    await s.flush()
+    await _announce(s, session, row, human.name, True)
+    return permission_out(row, session)
+
+
+async def _announce(
+    s: AsyncSession, session: SessionRow, row: PermissionRow, sender: str, sender_human: bool
+) -> None:
+    """The decision event to all of the agent's streams (and the humans' UIs), and a
+    receipt mail in the thread — a receipt, never a new task."""
+    word = {"approved": "Approved", "denied": "Denied"}.get(row.status, row.status.capitalize())
+    what = row.tool_name if row.kind == "approval" else "question"
+    body = f"{word}: {what} (request {row.id})."
+    if row.answers:
+        body += "\nAnswer: " + ", ".join(row.answers)
+    if row.note:
+        body += f"\nNote from {row.decided_by}: {row.note}"
+    await mail.deliver(
+        s,
+        session,
+        sender,
+        sender_human,
+        [(row.agent_name, False, "to")],
+        subject=f"{word}: {what}",
+        body=body,
+        type_="permission_decision",
+        parent_mail_id=row.mail_id,
+    )
+    humans = await _humans(s, session.id)
+    targets = [principal_key(row.agent_name, False), *(principal_key(h, True) for h in humans)]
+    await log.append(s, targets, "permission_decision", decision_event(row))
+
+
+async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: str) -> int:
+    closed = 0
+    now = utcnow()
+    for row in rows:
+        result = await s.execute(
+            update(PermissionRow)
+            .where(PermissionRow.id == row.id, PermissionRow.status == "pending")
+            .values(status=status, decision=status, decided_by=by, decided_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if not result.rowcount:  # type: ignore[attr-defined]
+            continue  # decided meanwhile (another replica or a human)
+        row.status, row.decision, row.decided_by, row.decided_at = status, status, by, now
+        session = await sessions.get_session(s, row.session_id)
+        await _announce(s, session, row, "system", False)
+        closed += 1
+    return closed
+
+
+async def expire_due(s: AsyncSession, session_id: str | None = None) -> int:
+    """Expire pending requests past their deadline: nothing stays pending forever."""
+    stmt = select(PermissionRow).where(
+        PermissionRow.status == "pending", PermissionRow.expires_at <= utcnow()
+    )
+    if session_id is not None:
+        stmt = stmt.where(PermissionRow.session_id == session_id)
+    rows = list((await s.scalars(stmt.limit(200))).all())
+    return await _close(s, rows, "expired", "system")
+
+
+async def any_due(s: AsyncSession) -> bool:
+    due = await s.scalar(
+        select(PermissionRow.id)
+        .where(PermissionRow.status == "pending", PermissionRow.expires_at <= utcnow())
+        .limit(1)
+    )
+    return due is not None
+
+
+async def cancel_pending(s: AsyncSession, session_id: str, by: str) -> int:
+    rows = list(
+        (
+            await s.scalars(
+                select(PermissionRow).where(
+                    PermissionRow.session_id == session_id, PermissionRow.status == "pending"
+                )
+            )
+        ).all()
+    )
+    return await _close(s, rows, "cancelled", by)
+
+
+async def list_for_human(
+    s: AsyncSession, human: Principal, status: str | None, session_id: str | None, limit: int
+) -> list[dict[str, Any]]:
+    from mailui4agents.db.tables import MailRow, RecipientRow
+
+    mine = (
+        select(MailRow.session_id)
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(RecipientRow.name == human.name)
+    )
+    stmt = select(PermissionRow, SessionRow).join(
+        SessionRow, SessionRow.id == PermissionRow.session_id
+    )
+    stmt = stmt.where(PermissionRow.session_id.in_(mine))
+    if status == "pending":
+        stmt = stmt.where(PermissionRow.status == "pending")
+    elif status == "decided":
+        stmt = stmt.where(PermissionRow.status != "pending")
+    if session_id is not None:
+        stmt = stmt.where(PermissionRow.session_id == session_id)
+    stmt = stmt.order_by(PermissionRow.created_at.desc()).limit(limit)
+    return [permission_out(p, sess) for p, sess in (await s.execute(stmt)).all()]
+
+
+async def pending_count(s: AsyncSession, session_id: str) -> int:
+    from sqlalchemy import func
+
+    n = await s.scalar(
+        select(func.count(PermissionRow.id)).where(
+            PermissionRow.session_id == session_id, PermissionRow.status == "pending"
+        )
+    )
+    return int(n or 0)
+
+
+def grant_out(g: GrantRow) -> dict[str, Any]:
+    return {
+        "id": g.id,
+        "session_id": g.session_id,
+        "tool_name": g.tool_name,
+        "pattern": g.pattern,
+        "created_by": g.created_by,
+        "request_id": g.request_id,
+        "created_at": fmt_time(g.created_at),
+        "revoked_at": fmt_time(g.revoked_at),
+    }
+
+
+async def list_grants(
+    s: AsyncSession, human: Principal, session_id: str | None, include_revoked: bool
+) -> list[dict[str, Any]]:
+    stmt = select(GrantRow)
+    if session_id is not None:
+        stmt = stmt.where(GrantRow.session_id == session_id)
+    if not include_revoked:
+        stmt = stmt.where(GrantRow.revoked_at.is_(None))
+    out = []
+    for g in (await s.scalars(stmt.order_by(GrantRow.created_at))).all():
+        if human.is_admin or human.name in await _humans(s, g.session_id):
+            out.append(grant_out(g))
+    return out
+
+
+async def revoke_grant(s: AsyncSession, human: Principal, grant_id: str) -> dict[str, Any]:
+    g = await s.get(GrantRow, grant_id)
+    if g is None:
+        raise not_found(f"grant '{grant_id}'")
+    if not human.is_admin and human.name not in await _humans(s, g.session_id):
+        raise forbidden("only a human of the grant's session (or an admin) may revoke it")
+    if g.revoked_at is None:
+        g.revoked_at = utcnow()
+        await s.flush()
+    return grant_out(g)

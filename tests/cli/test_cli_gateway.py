@@ -1,0 +1,504 @@
+"""The real ``agentmail`` console script, run as a subprocess against a real gateway.
+
+Every command here is a separate process with its own environment: a private
+``XDG_CONFIG_HOME`` per person (never the developer's config) and
+``AGENTMAIL_URL`` pointing at the ``gateway_process`` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
+
+from mailui4agents import testing
+from mailui4agents.testing import GatewayProcess
+
+pytestmark = [pytest.mark.e2e]
+
+_SCRIPT = Path(sys.executable).with_name("agentmail")
+# The installed console script when there is one, else the same entry point via -m.
+AGENTMAIL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mailui4agents.cli.main"]
+
+CLI_TIMEOUT = 30.0  # generous for a loaded CI box; a hang fails instead of blocking
+QUICKLY = 10.0  # "no retry loop": one failed request plus interpreter start-up
+WATCH_DEADLINE = 20.0
+
+AGENT_KEY = re.compile(r"am_agent_[A-Za-z0-9_-]+")
+NEW_SESSION = "claude@/srv/shop.new"
+SUBJECT = "Fix login bug"
+ALIAS = "claude-fix-login-bug"
+ANA_REPLY_ADDRESS = "ana@/srv/shop.claude-fix-login-bug"
+CLAUDE_ADDRESS = "claude@/srv/shop.claude-fix-login-bug"
+# Long and multi-line, so that a truncated or reflowed body cannot pass for the whole one.
+LONG_BODY = "Login fails with a 500 after the upgrade.\n\nSteps:\n" + "".join(
+    f"  {n}. step number {n} of the reproduction ✓\n" for n in range(1, 400)
+)
+
+
+@dataclass
+class Cli:
+    """One person's (or agent's) ``agentmail``: a config directory plus environment."""
+
+    url: str | None
+    config_home: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def config_file(self) -> Path:
+        return self.config_home / "agentmail" / "config.json"
+
+    def environ(self) -> dict[str, str]:
+        extra = {"XDG_CONFIG_HOME": str(self.config_home), **self.env}
+        if self.url is not None:
+            extra["AGENTMAIL_URL"] = self.url
+        return testing.clean_env(**extra)
+
+    def __call__(
+        self, *args: str, input: str | None = None, timeout: float = CLI_TIMEOUT
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*AGENTMAIL, *args],
+            env=self.environ(),
+            input=input,
+            stdin=subprocess.DEVNULL if input is None else None,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=timeout,
+        )
+
+    def ok(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        result = self(*args, input=input)
+        assert result.returncode == 0, f"agentmail {' '.join(args)}: {result.stderr}"
+        return result
+
+    def json(self, *args: str, input: str | None = None) -> Any:
+        return json.loads(self.ok(*args, "--json", input=input).stdout)
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [*AGENTMAIL, *args],
+            env=self.environ(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+
+
+class Lines:
+    """The lines of a pipe, read in a thread, awaited with a deadline (no sleeps)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, wanted: Callable[[str], bool], timeout: float = WATCH_DEADLINE) -> str:
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                raise AssertionError(f"the stream ended first; it said: {self.seen}")
+            self.seen.append(line)
+            if wanted(line):
+                return line
+        raise AssertionError(f"no such line within {timeout} s; saw: {self.seen}")
+
+    def rest(self) -> list[str]:
+        """Every line up to the end of the stream (call once the process has ended)."""
+        self._thread.join(CLI_TIMEOUT)
+        while (line := self._queue.get_nowait()) is not None:
+            self.seen.append(line)
+        return self.seen
+
+
+@contextmanager
+def watching(cli: Cli, *args: str) -> Iterator[tuple[subprocess.Popen[str], Lines, Lines]]:
+    """``agentmail watch ARGS`` until its ready line; always reaped afterwards."""
+    proc = cli.popen("watch", *args)
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = Lines(proc.stdout), Lines(proc.stderr)
+    try:
+        err.wait_for(lambda line: line.startswith("watching ") and "Ctrl-C" in line)
+        yield proc, out, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(CLI_TIMEOUT)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def interrupt(proc: subprocess.Popen[str]) -> int:
+    """Ctrl-C: SIGINT, then the exit status."""
+    proc.send_signal(signal.SIGINT)
+    return proc.wait(CLI_TIMEOUT)
+
+
+# -- fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def admin(gateway_process: GatewayProcess, tmp_path: Path) -> Cli:
+    cli = Cli(gateway_process.url, tmp_path / "xdg-admin")
+    cli.ok("login", "--username", "admin", "--password", ADMIN_PASSWORD)
+    return cli
+
+
+@pytest.fixture
+def ana(admin: Cli, tmp_path: Path) -> Cli:
+    admin.ok("user", "add", "ana", "--password", USER_PASSWORD)
+    cli = Cli(admin.url, tmp_path / "xdg-ana")
+    cli.ok("login", "--username", "ana", "--password", USER_PASSWORD)
+    return cli
+
+
+@pytest.fixture
+def claude(admin: Cli, tmp_path: Path) -> Cli:
+    """The agent: its key in AGENTMAIL_KEY and an empty config directory."""
+    created = admin.json("agent", "add", "claude")
+    return Cli(admin.url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": created["key"]})
+
+
+@pytest.fixture
+def first_mail(ana: Cli, claude: Cli) -> dict[str, Any]:
+    """Ana's mail that opens the session ``claude-fix-login-bug``."""
+    sent: dict[str, Any] = ana.json(
+        "send", "--to", NEW_SESSION, "--subject", SUBJECT, "--body", LONG_BODY
+    )
+    return sent
+
+
+# -- login ------------------------------------------------------------------------------
+
+
+def test_login_stores_url_and_token_in_a_0600_config_file_that_later_commands_use(
+    gateway_process: GatewayProcess, tmp_path: Path
+) -> None:
+    cli = Cli(gateway_process.url, tmp_path / "xdg")
+
+    result = cli("login", "--username", "admin", "--password", ADMIN_PASSWORD)
+
+    assert result.returncode == 0, result.stderr
+    assert ADMIN_PASSWORD not in result.stdout + result.stderr
+    assert stat.S_IMODE(cli.config_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cli.config_file.parent.stat().st_mode) & 0o077 == 0
+    stored = json.loads(cli.config_file.read_text(encoding="utf-8"))
+    assert stored["url"] == gateway_process.url
+    assert stored["token"].startswith("am_user_")
+    assert "password" not in stored
+    # Neither AGENTMAIL_TOKEN nor even AGENTMAIL_URL: both come from the file now.
+    later = Cli(None, cli.config_home)
+    assert not any(name.startswith("AGENTMAIL_") for name in later.environ())
+    users = later.json("user", "list")
+    assert [user["username"] for user in users] == ["admin"]
+
+
+def test_a_wrong_password_exits_non_zero_with_the_gateways_message_and_writes_no_file(
+    gateway_process: GatewayProcess, tmp_path: Path
+) -> None:
+    cli = Cli(gateway_process.url, tmp_path / "xdg")
+
+    result = cli("login", "--username", "admin", "--password", "not-the-password")
+
+    assert result.returncode == 1
+    assert "wrong username or password" in result.stderr
+    assert "AGENTMAIL_KEY" not in result.stderr  # a failed login is not a stale credential
+    assert "not-the-password" not in result.stdout + result.stderr
+    assert not cli.config_file.exists()
+    assert not list(cli.config_home.rglob("*.tmp"))
+
+
+# -- admin: agents and users ------------------------------------------------------------
+
+
+def test_agent_add_json_prints_name_key_and_created_at_with_a_working_agent_key(
+    admin: Cli, tmp_path: Path
+) -> None:
+    created = admin.json("agent", "add", "claude")
+
+    assert set(created) == {"name", "key", "created_at"}
+    assert created["name"] == "claude"
+    assert created["key"].startswith("am_agent_")
+    assert datetime.fromisoformat(created["created_at"].replace("Z", "+00:00")).tzinfo
+    agent = Cli(admin.url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": created["key"]})
+    assert agent.json("inbox") == {"items": [], "next_cursor": None}
+
+
+def test_agent_add_without_json_shows_the_key_exactly_once(admin: Cli, tmp_path: Path) -> None:
+    result = admin.ok("agent", "add", "claude")
+
+    keys = AGENT_KEY.findall(result.stdout)
+    assert len(keys) == 1, result.stdout
+    assert "only this once" in result.stdout
+    assert keys[0] not in result.stderr
+    agent = Cli(admin.url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": keys[0]})
+    assert "No mail." in agent.ok("inbox").stdout
+    # Listing agents afterwards never shows a key again.
+    listing = admin.ok("agent", "list", "--json").stdout
+    assert keys[0] not in listing
+    assert not AGENT_KEY.search(listing.replace('"prefix": "am_agent_', '"prefix": "'))
+
+
+def test_adding_a_taken_name_again_exits_1_with_a_message_naming_the_conflict(
+    admin: Cli,
+) -> None:
+    admin.ok("agent", "add", "claude")
+
+    again = admin("agent", "add", "claude")
+    as_user = admin("user", "add", "claude", "--password", USER_PASSWORD)
+
+    assert again.returncode == 1
+    assert "claude" in again.stderr and "already taken" in again.stderr
+    assert not AGENT_KEY.search(again.stdout + again.stderr)
+    # Users and agents share one namespace: an address name@… means one principal.
+    assert as_user.returncode == 1
+    assert "claude" in as_user.stderr and "already taken" in as_user.stderr
+
+
+def test_a_user_added_by_the_admin_logs_in_with_a_separate_config(
+    admin: Cli, tmp_path: Path
+) -> None:
+    added = admin.ok("user", "add", "ana", "--password", USER_PASSWORD)
+    assert "ana" in added.stdout
+    ana = Cli(admin.url, tmp_path / "xdg-ana")
+
+    ana.ok("login", "--username", "ana", "--password", USER_PASSWORD)
+
+    assert json.loads(ana.config_file.read_text(encoding="utf-8"))["username"] == "ana"
+    assert json.loads(admin.config_file.read_text(encoding="utf-8"))["username"] == "admin"
+    assert "No mail." in ana.ok("inbox").stdout
+    not_admin = ana("user", "add", "bob", "--password", USER_PASSWORD)
+    assert not_admin.returncode == 1
+    assert not_admin.stderr.startswith("error: ")
+
+
+# -- send -------------------------------------------------------------------------------
+
+
+def test_send_prints_the_session_alias_and_the_reply_address(ana: Cli, claude: Cli) -> None:
+    result = ana.ok("send", "--to", NEW_SESSION, "--subject", SUBJECT, "--body", "hi")
+
+    assert f"in session {ALIAS}." in result.stdout
+    assert CLAUDE_ADDRESS in result.stdout
+
+
+@pytest.mark.parametrize("source", ["--body-file", "--body-file -", "piped stdin"])
+def test_send_takes_the_body_from_a_file_or_stdin(
+    ana: Cli, claude: Cli, tmp_path: Path, source: str
+) -> None:
+    body = f"body via {source}\nsecond line ✓\n\n  indented, trailing newline kept\n"
+    args = ["send", "--to", NEW_SESSION, "--subject", SUBJECT]
+    piped: str | None = body
+    if source == "--body-file":
+        path = tmp_path / "body.txt"
+        path.write_text(body, encoding="utf-8")
+        args += ["--body-file", str(path)]
+        piped = None
+    elif source == "--body-file -":
+        args += ["--body-file", "-"]
+
+    sent = ana.json(*args, input=piped)
+
+    assert sent["body"] == body
+    assert ana.json("read", sent["id"])["body"] == body
+    assert claude.json("read", sent["id"])["body"] == body
+
+
+@pytest.mark.parametrize(
+    ("recipients", "blamed"),
+    [
+        (["--to", "not an address"], "to[0]"),
+        (["--to", NEW_SESSION, "--to", "nobody-at-all"], "to[1]"),
+        (["--to", NEW_SESSION, "--cc", "@/srv/shop"], "cc[0]"),
+    ],
+)
+def test_a_bad_address_exits_non_zero_naming_the_field(
+    ana: Cli, claude: Cli, recipients: list[str], blamed: str
+) -> None:
+    result = ana("send", *recipients, "--subject", SUBJECT, "--body", "hi")
+
+    assert result.returncode == 1
+    assert blamed in result.stderr
+    assert result.stdout == ""
+    assert ana.json("inbox")["items"] == []  # nothing was sent
+
+
+# -- the agent's side -------------------------------------------------------------------
+
+
+def test_the_agent_inbox_lists_the_mail_with_ana_s_reply_address(
+    claude: Cli, first_mail: dict[str, Any]
+) -> None:
+    items = claude.json("inbox")["items"]
+
+    assert [item["id"] for item in items] == [first_mail["id"]]
+    (item,) = items
+    assert item["reply_address"] == ANA_REPLY_ADDRESS
+    assert item["session_alias"] == ALIAS
+    assert item["from"] == ANA_REPLY_ADDRESS
+    assert item["subject"] == SUBJECT
+    assert item["read"] is False
+    human = claude.ok("inbox").stdout
+    assert first_mail["id"] in human and SUBJECT in human
+
+
+def test_read_prints_the_full_body(claude: Cli, first_mail: dict[str, Any]) -> None:
+    text = claude.ok("read", first_mail["id"]).stdout
+
+    assert LONG_BODY in text
+    assert "truncated" not in text
+    assert f"Reply to: {ANA_REPLY_ADDRESS}" in text
+    assert claude.json("read", first_mail["id"])["body"] == LONG_BODY
+
+
+def test_thread_lists_the_session_oldest_first(
+    ana: Cli, claude: Cli, first_mail: dict[str, Any]
+) -> None:
+    second = ana.json(
+        "send", "--to", CLAUDE_ADDRESS, "--subject", "Also the logout", "--body", "and logout"
+    )
+    third = ana.json(
+        "send", "--to", CLAUDE_ADDRESS, "--subject", "Never mind", "--body", "logout is fine"
+    )
+    ids = [first_mail["id"], second["id"], third["id"]]
+
+    for who in (claude, ana):
+        thread = who.json("thread", third["id"])
+        assert [mail["id"] for mail in thread] == ids
+        assert {mail["session_id"] for mail in thread} == {first_mail["session_id"]}
+    text = claude.ok("thread", second["id"]).stdout
+    positions = [text.index(subject) for subject in (SUBJECT, "Also the logout", "Never mind")]
+    assert positions == sorted(positions)
+
+
+def test_an_agent_reply_with_parent_lands_in_the_same_session(
+    ana: Cli, claude: Cli, first_mail: dict[str, Any]
+) -> None:
+    (item,) = claude.json("inbox")["items"]
+
+    reply = claude.json(
+        "send",
+        "--to",
+        item["reply_address"],
+        "--parent",
+        item["id"],
+        "--subject",
+        f"Re: {SUBJECT}",
+        "--body",
+        "Fixed in the session middleware.",
+    )
+
+    assert reply["session_id"] == first_mail["session_id"]
+    assert reply["parent_mail_id"] == first_mail["id"]
+    thread = ana.json("thread", first_mail["id"])
+    assert [mail["id"] for mail in thread] == [first_mail["id"], reply["id"]]
+    assert thread[1]["from"] == CLAUDE_ADDRESS
+    assert thread[1]["body"] == "Fixed in the session middleware."
+    assert {mail["session_id"] for mail in thread} == {first_mail["session_id"]}
+    (unread,) = ana.json("inbox", "--unread")["items"]
+    assert unread["id"] == reply["id"]
+
+
+# -- watch ------------------------------------------------------------------------------
+
+
+def test_watch_json_prints_a_json_line_for_mail_sent_after_it_started(
+    ana: Cli, claude: Cli
+) -> None:
+    with watching(claude, "--json") as (proc, out, err):
+        sent = ana.json("send", "--to", NEW_SESSION, "--subject", SUBJECT, "--body", "hi")
+
+        line = out.wait_for(lambda text: sent["id"] in text)
+        event = json.loads(line)
+        assert event["type"] == "new_mail"
+        assert isinstance(event["id"], int)
+        assert event["data"]["mail_id"] == sent["id"]
+        assert event["data"]["subject"] == SUBJECT
+        assert event["data"]["reply_address"] == ANA_REPLY_ADDRESS
+
+        assert interrupt(proc) == 0
+        for text in out.rest():  # every line on stdout is one JSON object
+            assert isinstance(json.loads(text), dict)
+        assert "Traceback" not in "".join(err.rest())
+
+
+def test_watch_without_json_prints_one_readable_line_per_event(ana: Cli, claude: Cli) -> None:
+    first = ana.json("send", "--to", NEW_SESSION, "--subject", SUBJECT, "--body", "hi")
+
+    with watching(ana) as (proc, out, _err):
+        claude.ok(
+            "send", "--to", ANA_REPLY_ADDRESS, "--parent", first["id"],
+            "--subject", "Re: Fix login bug", "--body", "done",
+        )  # fmt: skip
+
+        line = out.wait_for(lambda text: "new_mail" in text)
+        assert line.startswith("#")
+        assert CLAUDE_ADDRESS in line and "Re: Fix login bug" in line
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(line)
+        assert interrupt(proc) == 0
+
+
+# -- revoked keys -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def revoked_claude(admin: Cli, claude: Cli) -> Cli:
+    (agent,) = admin.json("agent", "list")
+    (key,) = agent["keys"]
+    admin.ok("agent", "revoke-key", "claude", key["key_id"])
+    return claude
+
+
+def test_a_revoked_key_makes_inbox_exit_1_saying_the_key_is_invalid_or_revoked(
+    revoked_claude: Cli,
+) -> None:
+    started = time.monotonic()
+    result = revoked_claude("inbox", timeout=QUICKLY)
+
+    assert time.monotonic() - started < QUICKLY
+    assert result.returncode == 1
+    assert "revoked" in result.stderr and "AGENTMAIL_KEY" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_revoked_key_makes_watch_exit_non_zero_at_once_instead_of_retrying(
+    revoked_claude: Cli,
+) -> None:
+    started = time.monotonic()
+    result = revoked_claude("watch", "--json", timeout=QUICKLY)
+
+    assert time.monotonic() - started < QUICKLY
+    assert result.returncode != 0
+    assert "revoked" in result.stderr
+    assert "retrying" not in result.stderr
+    assert "watching" not in result.stderr  # the stream never opened
+    assert result.stdout == ""
