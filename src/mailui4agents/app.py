@@ -14,7 +14,9 @@ from mailui4agents.api import (
     admin,
     agent,
     agent_sessions,
+    attachments,
     auth,
+    discovery,
     events,
     health,
     mail,
@@ -77,4 +79,6 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.add_exception_handler(RequestValidationError, validation_handler)
     for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):
         app.include_router(module.router)
+    app.include_router(discovery.router)
+    app.include_router(attachments.router)
     return app

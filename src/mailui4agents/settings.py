@@ -49,8 +49,23 @@ class Settings(BaseModel):
     scheduler_interval_s: float = Field(
         default=1.0, gt=0, description="Seconds between scheduler passes (request expiry)."
     )
+    send_budget: int = Field(
+        default=50,
+        ge=1,
+        description="Sends one agent may make in a session between two human mails "
+        "(relays to humans are free).",
+    )
     metrics_public: bool = Field(
         default=False, description="Serve /metrics without an admin token."
+    )
+    attachment_max_bytes: int = Field(
+        default=25 * 1024 * 1024, ge=1, description="Largest file one upload may hold, bytes."
+    )
+    blob_grace_s: float = Field(
+        default=172800.0,
+        ge=0,
+        description="Age (seconds) after which an upload no mail references is swept, "
+        "with its blob; long enough for a mail in progress to reference it (48 h).",
     )
 
     @classmethod

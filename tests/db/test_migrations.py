@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
+from mailui4agents.db.fts import include_name
 from mailui4agents.db.tables import Base
 
 pytestmark = pytest.mark.anyio
@@ -25,7 +26,8 @@ async def test_upgraded_schema_matches_the_table_definitions(tmp_path: Path) -> 
     await migrate.upgrade(db)
 
     def diff(conn: Connection) -> list[object]:
-        return list(compare_metadata(MigrationContext.configure(conn), Base.metadata))
+        ctx = MigrationContext.configure(conn, opts={"include_name": include_name})
+        return list(compare_metadata(ctx, Base.metadata))
 
     async with db.writer.connect() as conn:
         assert await conn.run_sync(diff) == []
@@ -54,4 +56,18 @@ async def test_upgrading_twice_is_harmless(tmp_path: Path) -> None:
     await migrate.upgrade(db)
     await migrate.upgrade(db)
     assert await migrate.current_revision(db) == migrate.head_revision()
+    await db.dispose()
+
+
+async def test_full_text_triggers_survive_every_migration(tmp_path: Path) -> None:
+    """SQLite's batch mode rebuilds a table and silently drops its triggers; a
+    migration that rebuilt `mails` once left search blind to every new mail."""
+    from sqlalchemy import text
+
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'd.db'}")
+    await migrate.upgrade(db)
+    async with db.writer.connect() as conn:
+        rows = await conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'trigger'"))
+        names = {r[0] for r in rows}
+    assert {"mails_fts_insert", "mails_fts_delete", "mails_fts_update"} <= names
     await db.dispose()

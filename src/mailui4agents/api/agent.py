@@ -9,13 +9,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlalchemy import select
 
 from mailui4agents.api.deps import Agent, GatewayDep
-from mailui4agents.api.pages import no_attachments_yet, page
+from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import error_from_validation
 from mailui4agents.db.tables import AgentRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.modes import normalise_enforcement
-from mailui4agents.services import mail, sessions
+from mailui4agents.services import mail, platform_sessions, sessions
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -40,6 +40,11 @@ async def heartbeat(
 ) -> dict[str, Any]:
     try:
         hb = HeartbeatIn.model_validate(body)
+        reported = (
+            platform_sessions.as_dicts(hb.platform_sessions)
+            if hb.platform_sessions is not None
+            else None
+        )
     except ValidationError as e:
         from fastapi.exceptions import RequestValidationError
 
@@ -62,6 +67,8 @@ async def heartbeat(
                 await sessions.refresh_enforcement(s, who.name, level)
         if hb.workspaces is not None:
             row.workspaces = hb.workspaces
+        if reported is not None:
+            await platform_sessions.sync(s, who.name, reported)
         row.heartbeat = body
         row.last_seen_at = utcnow()
     return {"ok": True, "unknown_fields": unknown, "mode_enforcement": row.mode_enforcement}
@@ -71,7 +78,6 @@ async def heartbeat(
 async def send_mail(
     body: AgentMailCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
-    no_attachments_yet(body.attachment_ids)
     async with gw.write() as s:
         status, out = await mail.send_mail(
             s,
@@ -86,6 +92,7 @@ async def send_mail(
             relay_key=body.relay_key,
             from_session_id=str(body.from_session_id) if body.from_session_id else None,
             type_="relay" if body.relay else "message",
+            attachment_ids=[str(i) for i in body.attachment_ids],
         )
     response.status_code = status
     return out

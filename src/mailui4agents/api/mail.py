@@ -7,7 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Response
 
 from mailui4agents.api.deps import GatewayDep, Human
-from mailui4agents.api.pages import no_attachments_yet, page
+from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import Limit, MailCreate
 from mailui4agents.services import mail
 
@@ -18,7 +18,6 @@ router = APIRouter(prefix="/api/v1", tags=["mail"])
 async def send_mail(
     body: MailCreate, who: Human, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
-    no_attachments_yet(body.attachment_ids)
     async with gw.write() as s:
         status, out = await mail.send_mail(
             s,
@@ -30,6 +29,7 @@ async def send_mail(
             body=body.body,
             parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
             permission_mode=body.permission_mode,
+            attachment_ids=[str(i) for i in body.attachment_ids],
         )
     response.status_code = status
     return out

@@ -103,3 +103,13 @@ class InteractiveSessionIn(StrictBody):
     owner: str = Field(min_length=1)
     cwd: str
     title: str | None = None
+
+
+class ForwardIn(StrictBody):
+    """Forward a mail (quoted) to new recipients. `session_id`: the session an
+    agent works in (its read scope); humans leave it out."""
+
+    to: list[str]
+    cc: list[str] = []
+    note: str | None = None
+    session_id: Id | None = None

@@ -51,6 +51,13 @@ def _dump(mail: MailOut) -> dict[str, Any]:
     type=click.Choice(["plan", "workspace", "full"]),
     help="Permission mode of a session this mail starts (people only).",
 )
+@click.option(
+    "--attach",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="Attach this file (repeatable); uploaded first, then sent with the mail.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the sent mail as JSON.")
 def send(
     to: tuple[str, ...],
@@ -60,12 +67,14 @@ def send(
     body_file: str | None,
     parent: str | None,
     mode: str | None,
+    attach: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Send a mail. The body comes from --body, --body-file or stdin."""
     text = resolve_body(body, body_file, sys.stdin)
 
     async def deliver(client: AsyncClient) -> MailOut | dict[str, Any]:
+        ids = [str((await client.upload_attachment(path))["attachment_id"]) for path in attach]
         return await client.send_mail(
             list(to),
             subject,
@@ -73,6 +82,7 @@ def send(
             cc=list(cc) or None,
             parent_mail_id=parent,
             permission_mode=mode,
+            attachment_ids=ids or None,
         )
 
     sent = run(deliver)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import click
 
 from mailui4agents import __version__
+from mailui4agents.cli import approvals, discovery, install
 from mailui4agents.cli.admin import agent, user
 from mailui4agents.cli.auth import login
+from mailui4agents.cli.hook import hook
 from mailui4agents.cli.mail import inbox, read, send, thread
 from mailui4agents.cli.watch import watch
 
@@ -23,6 +25,17 @@ def main() -> None:
 
 for command in (user, agent, login, send, inbox, read, thread, watch):
     main.add_command(command)
+main.add_command(hook)
+main.add_command(approvals.permissions)
+main.add_command(approvals.approve)
+main.add_command(approvals.deny)
+main.add_command(approvals.answer)
+main.add_command(approvals.grants)
+main.add_command(approvals.revoke)
+main.add_command(install.install_hook)
+main.add_command(discovery.forward)
+main.add_command(discovery.search)
+main.add_command(discovery.contacts)
 
 try:
     from mailui4agents.cli.serve import serve  # type: ignore[import-not-found, unused-ignore]

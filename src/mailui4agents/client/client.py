@@ -7,9 +7,12 @@ answer becomes an :class:`ApiError` carrying the gateway's code and message.
 
 from __future__ import annotations
 
+import mimetypes
+import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, BinaryIO, Self, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -188,6 +191,39 @@ class AsyncClient:
             items.extend(page.items)
         return Page[MailOut](items=items, next_cursor=None)
 
+    # -- attachments ----------------------------------------------------------------------
+
+    async def upload_attachment(
+        self,
+        path_or_bytes: str | os.PathLike[str] | bytes,
+        name: str | None = None,
+        content_type: str | None = None,
+    ) -> dict[str, Any]:
+        """Upload a file (a path, streamed from disk) or bytes; answers
+        ``{attachment_id, name, size, sha256, content_type}``. ``name`` defaults to
+        the file's name ("attachment" for bytes); ``content_type`` is guessed from it."""
+        path = "/agent/attachments" if self.config.is_agent else "/attachments"
+        if isinstance(path_or_bytes, bytes):
+            filename = name or "attachment"
+            part: tuple[str, Any, str] = (filename, path_or_bytes, _guess(filename, content_type))
+            return _as_dict(await self._call("POST", path, files={"file": part}))
+        source = Path(path_or_bytes)
+        filename = name or source.name
+        with _open_binary(source) as f:
+            part = (filename, f, _guess(filename, content_type))
+            return _as_dict(await self._call("POST", path, files={"file": part}))
+
+    async def download_attachment(self, attachment_id: str, session_id: str | None = None) -> bytes:
+        """The bytes of an attachment (agents: read from ``session_id``'s workspace)."""
+        if self.config.is_agent:
+            path = f"/agent/attachments/{_seg(attachment_id)}"
+            params = _without_none(session_id=session_id)
+        else:
+            self._agent_only(session_id=session_id)
+            path, params = f"/attachments/{_seg(attachment_id)}", {}
+        data: bytes = await self._call("GET", path, params=params, raw=True)
+        return data
+
     # -- sessions and heartbeat -----------------------------------------------------------
 
     async def sessions(
@@ -300,6 +336,63 @@ class AsyncClient:
         """Human: revoke a standing grant."""
         return _as_dict(await self._call("DELETE", f"/grants/{_seg(grant_id)}"))
 
+    # -- discovery: forward, participants, contacts, suggestions, search ------------------
+
+    async def forward_mail(
+        self,
+        mail_id: str,
+        to: list[str],
+        cc: list[str] | None = None,
+        note: str | None = None,
+        session_id: str | None = None,
+    ) -> MailOut:
+        """Quote a mail you may read to new recipients (``note`` first); agents pass
+        ``session_id``, the session they work in (their read scope)."""
+        self._agent_only(session_id=session_id)
+        body = _without_none(to=to, cc=cc, note=note, session_id=session_id)
+        prefix = "/agent" if self.config.is_agent else ""
+        path = f"{prefix}/mail/{_seg(mail_id)}/forward"
+        return MailOut.model_validate(await self._call("POST", path, json=body))
+
+    async def participants(
+        self, session_id: str, scope_session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Agent: everyone in a session — ``{address, name, kind, roles, mails_sent}``;
+        ``scope_session_id`` is the session the agent works in (default: that one)."""
+        if not self.config.is_agent:
+            raise ValueError("participants is an agent endpoint; people see them on the session")
+        params = {"session_id": scope_session_id or session_id}
+        path = f"/agent/sessions/{_seg(session_id)}/participants"
+        return list(_as_dict(await self._call("GET", path, params=params))["items"])
+
+    async def contacts(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Everyone you exchanged mail with: ``{name, kind, last_address, unread, ...}``."""
+        self._agent_only(session_id=session_id)
+        path = "/agent/contacts" if self.config.is_agent else "/contacts"
+        params = _without_none(session_id=session_id)
+        return list(_as_dict(await self._call("GET", path, params=params))["items"])
+
+    async def suggest_address(self, q: str, session_id: str | None = None) -> dict[str, Any]:
+        """Complete a partial address ``name@path.session``: ``{names, paths, sessions}``."""
+        self._agent_only(session_id=session_id)
+        path = "/agent/contacts/suggest" if self.config.is_agent else "/contacts/suggest"
+        params = _without_none(q=q, session_id=session_id)
+        return _as_dict(await self._call("GET", path, params=params))
+
+    async def search_mail(
+        self,
+        q: str,
+        session_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[MailOut]:
+        """Mail whose subject or body has every word of ``q`` (``word*`` = prefix), newest
+        first; each item keeps the gateway's ``snippet`` (``item.model_extra``)."""
+        self._agent_only(session_id=session_id)
+        path = "/agent/search" if self.config.is_agent else "/search"
+        params = _without_none(q=q, session_id=session_id, limit=limit, cursor=cursor)
+        return await self._page(path, params, MailOut)
+
     # -- live events ----------------------------------------------------------------------
 
     def events(
@@ -351,16 +444,20 @@ class AsyncClient:
         json: Any = None,
         params: Mapping[str, Any] | None = None,
         auth: bool = True,
+        files: Any = None,
+        raw: bool = False,
     ) -> Any:
         headers = self._auth_headers() if auth else {}
         try:
             response = await self._http.request(
-                method, API + path, json=json, params=_query(params), headers=headers
+                method, API + path, json=json, params=_query(params), headers=headers, files=files
             )
         except httpx.TransportError as exc:
             raise GatewayUnreachable(self.config.url, exc) from exc
         if not response.is_success:
             raise ApiError.from_response(response)
+        if raw:
+            return response.content
         if response.status_code == 204 or not response.content:
             return None
         try:
@@ -393,6 +490,15 @@ class AsyncClient:
 
 class _AnyItem(BaseModel, extra="allow"):
     """A list item kept as-is (admin lists have no typed model yet)."""
+
+
+def _guess(filename: str, content_type: str | None) -> str:
+    return content_type or mimetypes.guess_type(filename)[0] or "application/octet-stream"
+
+
+def _open_binary(path: Path) -> BinaryIO:
+    # httpx reads the file in chunks while sending: a large file is never in memory.
+    return path.open("rb")
 
 
 def _without_none(**values: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ class AttachmentRef(_Lenient):
     name: str
     size: int
     content_type: str | None = None
+    sha256: str | None = None
 
 
 class MailOut(_Lenient):

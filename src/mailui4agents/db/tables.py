@@ -105,7 +105,12 @@ class SessionRow(Base):
 
 class MailRow(Base):
     __tablename__ = "mails"
-    __table_args__ = (Index("ix_mails_session_id_seq", "session_id", "seq"),)
+    __table_args__ = (
+        Index("ix_mails_session_id_seq", "session_id", "seq"),
+        # Relay keys are idempotency keys of one sender: another agent's key must
+        # neither collide with nor reveal anything about this one's.
+        UniqueConstraint("from_name", "relay_key"),
+    )
     # seq orders mail (and pages lists); id is the public identifier.
     seq: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(36), unique=True, default=new_id)
@@ -117,7 +122,7 @@ class MailRow(Base):
     parent_mail_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     type: Mapped[str] = mapped_column(String(30), default="message")
     relay: Mapped[bool] = mapped_column(Boolean, default=False)
-    relay_key: Mapped[str | None] = mapped_column(String(160), nullable=True, unique=True)
+    relay_key: Mapped[str | None] = mapped_column(String(160), nullable=True)
     from_session_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -172,6 +177,7 @@ class PermissionRow(Base):
     __table_args__ = (
         Index("ix_permissions_session_id_status", "session_id", "status"),
         Index("ix_permissions_status_expires_at", "status", "expires_at"),
+        UniqueConstraint("agent_name", "relay_key"),
     )
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
@@ -183,7 +189,7 @@ class PermissionRow(Base):
     question: Mapped[str | None] = mapped_column(Text, nullable=True)
     options: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     multi_select: Mapped[bool] = mapped_column(Boolean, default=False)
-    relay_key: Mapped[str] = mapped_column(String(160), unique=True)
+    relay_key: Mapped[str] = mapped_column(String(160))
     status: Mapped[str] = mapped_column(String(20), default="pending")
     decision: Mapped[str | None] = mapped_column(String(20), nullable=True)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -210,3 +216,52 @@ class GrantRow(Base):
     request_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class BlobRow(Base):
+    """Content-addressed bytes on disk (data_dir/blobs/ab/<sha256>)."""
+
+    __tablename__ = "blobs"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(SerialId)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AttachmentRow(Base):
+    """An uploaded file: a name and type over a blob. Referenced by mails."""
+
+    __tablename__ = "attachments"
+    __table_args__ = (Index("ix_attachments_sha256", "sha256"),)
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    sha256: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"))
+    name: Mapped[str] = mapped_column(String(255))
+    content_type: Mapped[str] = mapped_column(String(200))
+    size: Mapped[int] = mapped_column(SerialId)
+    uploaded_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MailAttachmentRow(Base):
+    __tablename__ = "mail_attachments"
+    __table_args__ = (Index("ix_mail_attachments_attachment_id", "attachment_id"),)
+    mail_seq: Mapped[int] = mapped_column(
+        ForeignKey("mails.seq", ondelete="CASCADE"), primary_key=True
+    )
+    attachment_id: Mapped[str] = mapped_column(ForeignKey("attachments.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class PlatformSessionRow(Base):
+    """A mirror of an agent platform's own sessions, from bridge heartbeats."""
+
+    __tablename__ = "platform_sessions"
+    __table_args__ = (UniqueConstraint("agent_name", "platform_id"),)
+    id: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
+    agent_name: Mapped[str] = mapped_column(String(200))
+    platform_id: Mapped[str] = mapped_column(String(500))
+    slug: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    title: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cwd: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    adopted_session_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -9,12 +9,12 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import MailRow, ReadLogRow, RecipientRow, SessionRow
+from mailui4agents.db.tables import AttachmentRow, MailRow, ReadLogRow, RecipientRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import Address, AddressError, parse_address
 from mailui4agents.errors import ApiError, invalid_value, not_found
 from mailui4agents.events import log
-from mailui4agents.services import identity, sessions
+from mailui4agents.services import attachments, identity, limits, scope, sessions
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.views import MailContext, delivery_fields, mail_out
 from mailui4agents.settings import Settings
@@ -43,7 +43,7 @@ def _parse_all(field: str, texts: Sequence[str]) -> list[Address]:
 
 
 async def _contexts(s: AsyncSession, mails: Sequence[MailRow]) -> list[MailContext]:
-    """Load sessions and recipients for many mails in two queries."""
+    """Load sessions, recipients and attachments for many mails in three queries."""
     if not mails:
         return []
     sids = {m.session_id for m in mails}
@@ -52,7 +52,8 @@ async def _contexts(s: AsyncSession, mails: Sequence[MailRow]) -> list[MailConte
     rows = await s.scalars(select(RecipientRow).where(RecipientRow.mail_seq.in_(list(recs))))
     for r in rows:
         recs[r.mail_seq].append(r)
-    return [MailContext(m, sess[m.session_id], recs[m.seq]) for m in mails]
+    atts = await attachments.for_mails(s, list(recs))
+    return [MailContext(m, sess[m.session_id], recs[m.seq], atts[m.seq]) for m in mails]
 
 
 async def send_mail(
@@ -70,6 +71,7 @@ async def send_mail(
     relay_key: str | None = None,
     from_session_id: str | None = None,
     type_: str = "message",
+    attachment_ids: Sequence[str] = (),
 ) -> tuple[int, dict[str, Any]]:
     """Store a mail and one `new_mail` event per recipient. Returns (status, body)."""
     if relay_key is not None:
@@ -81,7 +83,11 @@ async def send_mail(
                 f"{RELAY_KEY_MAX_BYTES} (clients shorten long keys with ':sha256:<hex>')",
                 field="relay_key",
             )
-        dup = await s.scalar(select(MailRow.id).where(MailRow.relay_key == relay_key))
+        dup = await s.scalar(
+            select(MailRow.id).where(
+                MailRow.relay_key == relay_key, MailRow.from_name == sender.name
+            )
+        )
         if dup is not None:
             return 200, {"status": "duplicate_relay", "mail_id": dup}
     if not to:
@@ -102,7 +108,9 @@ async def send_mail(
         if parent is None or not await sessions.is_participant(s, parent.session_id, sender.name):
             raise invalid_value("parent_mail_id", f"no mail '{parent_mail_id}' you can reply to")
 
-    session, _created = await sessions.resolve_target(
+    # Every attachment is checked before anything is written (SPEC §5.1).
+    files = await attachments.check_for_send(s, sender, attachment_ids, from_session_id)
+    session, _created, subject = await sessions.resolve_target(
         s, settings, sender, to_addrs, cc_addrs, subject, parent, permission_mode
     )
     recipients: list[tuple[str, bool, str]] = []
@@ -112,6 +120,7 @@ async def send_mail(
             if a.name not in seen:  # one delivery per person, "to" wins over "cc"
                 seen.add(a.name)
                 recipients.append((a.name, kinds[a.name], role))
+    await limits.check_send(s, settings, sender, session, relay, [h for _, h, _ in recipients])
     ctx = await deliver(
         s,
         session,
@@ -125,6 +134,7 @@ async def send_mail(
         relay=relay,
         relay_key=relay_key,
         from_session_id=from_session_id,
+        files=files,
     )
     return 201, mail_out(ctx, sender.name)
 
@@ -143,9 +153,11 @@ async def deliver(
     relay: bool = False,
     relay_key: str | None = None,
     from_session_id: str | None = None,
+    files: Sequence[AttachmentRow] = (),
 ) -> MailContext:
     """Store one mail in `session` for (name, is_human, role) recipients, and one
-    `new_mail` event per recipient, each with its own reply/self addresses."""
+    `new_mail` event per recipient, each with its own reply/self addresses.
+    `files` must have been checked (attachments.check_for_send) by the caller."""
     now = utcnow()
     mail = MailRow(
         session_id=session.id,
@@ -167,9 +179,10 @@ async def deliver(
         for i, (name, human, role) in enumerate(recipients)
     ]
     s.add_all(rows)
+    attachments.link(s, mail.seq, files)
     session.last_mail_at = now
     await s.flush()
-    ctx = MailContext(mail, session, rows)
+    ctx = MailContext(mail, session, rows, list(files))
     for r in rows:
         fields = delivery_fields(ctx, r.name)
         await log.append(s, [principal_key(r.name, r.is_human)], "new_mail", fields)
@@ -273,15 +286,19 @@ async def inbox(
     return items, (str(mails[-1].seq) if more else None)
 
 
-async def _readable(s: AsyncSession, reader: Principal, mail_id: str) -> MailContext:
+async def _readable(
+    s: AsyncSession, reader: Principal, mail_id: str, scope_session_id: str | None = None
+) -> MailContext:
+    """The mail, if `reader` may read it (SPEC §4.6); else 404 as if it did not exist."""
     mail = await s.scalar(select(MailRow).where(MailRow.id == mail_id))
     if mail is None:
         raise not_found(f"mail '{mail_id}'")
+    ctx = (await _contexts(s, [mail]))[0]
     try:
-        await sessions.require_reader(s, mail.session_id, reader)
+        await scope.require_read(s, reader, ctx.session, scope_session_id)
     except ApiError:
         raise not_found(f"mail '{mail_id}'") from None
-    return (await _contexts(s, [mail]))[0]
+    return ctx
 
 
 async def read_mail(
@@ -292,7 +309,7 @@ async def read_mail(
     scope_session_id: str | None,
     body_limit: int | None,
 ) -> dict[str, Any]:
-    ctx = await _readable(s, reader, mail_id)
+    ctx = await _readable(s, reader, mail_id, scope_session_id)
     await record_reads(s, reader, [ctx], scope_session_id, "read")
     await mark_read(s, reader.name, [ctx])
     return mail_out(ctx, reader.name, body_limit)
@@ -328,7 +345,7 @@ async def thread(
     cursor: str | None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Every mail of that mail's session, oldest first (a session is a thread)."""
-    anchor = await _readable(s, reader, mail_id)
+    anchor = await _readable(s, reader, mail_id, scope_session_id)
     stmt = select(MailRow).where(MailRow.session_id == anchor.session.id)
     after = _cursor(cursor)
     if after is not None:

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.tables import GrantRow, PermissionRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.grants import GrantRule, grant_matches
-from mailui4agents.domain.masking import mask_secrets
+from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.domain.relay_keys import RELAY_KEY_MAX_BYTES
 from mailui4agents.errors import ApiError, conflict, forbidden, invalid_value, not_found
@@ -134,14 +134,20 @@ async def create_request(
         )
     if not relay_key:
         raise invalid_value("relay_key", "relay_key must not be empty")
-    dup = await s.scalar(select(PermissionRow).where(PermissionRow.relay_key == relay_key))
-    if dup is not None:
-        # Nobody will ever decide a second request with the same key: deny at once.
-        return 200, {"status": "duplicate_relay", "request_id": dup.id}
     _validate_shape(kind, tool_name, question, options, multi_select)
     session = await sessions.get_session(s, session_id)
     if not await sessions.is_participant(s, session.id, agent.name):
         raise not_found(f"session '{session_id}'")
+    # Relay keys belong to one agent: another agent's key neither collides with
+    # this one nor reveals anything about it.
+    dup = await s.scalar(
+        select(PermissionRow).where(
+            PermissionRow.relay_key == relay_key, PermissionRow.agent_name == agent.name
+        )
+    )
+    if dup is not None:
+        # Nobody will ever decide a second request with the same key: deny at once.
+        return 200, {"status": "duplicate_relay", "request_id": dup.id}
     if session.status != "active":
         raise _conflict("archived", f"session '{session.alias}' is archived")
 
@@ -160,7 +166,7 @@ async def create_request(
         kind=kind,
         tool_name=tool_name,
         tool_input=mask_secrets(tool_input) if tool_input is not None else None,
-        summary=summary,
+        summary=mask_text(summary) if summary is not None else None,
         question=question,
         options=options,
         multi_select=multi_select,
@@ -174,7 +180,7 @@ async def create_request(
             row.status, row.decision = "approved", "approve"
             row.decided_by, row.decided_at, row.grant_id = f"grant:{grant.id}", now, grant.id
             if not await _insert(s, row):
-                return await _duplicate(s, relay_key)
+                return await _duplicate(s, agent.name, relay_key)
             await log.append(s, [agent.key], "permission_decision", decision_event(row))
             return 201, permission_out(row, session)
 
@@ -182,7 +188,7 @@ async def create_request(
     if not humans:
         raise _conflict("no_human", "no human takes part in this session; nobody could decide")
     if not await _insert(s, row):
-        return await _duplicate(s, relay_key)
+        return await _duplicate(s, agent.name, relay_key)
     subject, body = _request_text(row, session)
     ctx = await mail.deliver(
         s,
@@ -212,8 +218,12 @@ async def _insert(s: AsyncSession, row: PermissionRow) -> bool:
     return True
 
 
-async def _duplicate(s: AsyncSession, relay_key: str) -> tuple[int, dict[str, Any]]:
-    dup = await s.scalar(select(PermissionRow.id).where(PermissionRow.relay_key == relay_key))
+async def _duplicate(s: AsyncSession, agent: str, relay_key: str) -> tuple[int, dict[str, Any]]:
+    dup = await s.scalar(
+        select(PermissionRow.id).where(
+            PermissionRow.relay_key == relay_key, PermissionRow.agent_name == agent
+        )
+    )
     return 200, {"status": "duplicate_relay", "request_id": dup}
 
 

@@ -1,15 +1,21 @@
-"""Periodic work of the one gateway process: expiring unanswered requests."""
+"""Periodic work of the one gateway process: expiring unanswered requests, and
+(at most hourly) sweeping attachments and blobs that no mail needs."""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 import anyio
 
-from mailui4agents.services import permissions
+from mailui4agents.db.types import utcnow
+from mailui4agents.services import blobs, permissions
 from mailui4agents.state import Gateway
 
 log = logging.getLogger("mailui4agents.scheduler")
+
+# The sweep scans tables and a directory; uploads wait 48 h anyway, so hourly is plenty.
+SWEEP_EVERY_S = 3600.0
 
 
 async def tick(gw: Gateway) -> int:
@@ -22,11 +28,34 @@ async def tick(gw: Gateway) -> int:
         return await permissions.expire_due(s)
 
 
+async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepResult:
+    """One sweep (SPEC §5.1). Reads first, so a gateway with nothing to sweep
+    never takes the write lock."""
+    now = now or utcnow()
+    grace = timedelta(seconds=gw.settings.blob_grace_s)
+    store = blobs.BlobStore.for_settings(gw.settings)
+    await anyio.to_thread.run_sync(blobs.sweep_temp, store, now, grace)
+    async with gw.read() as s:
+        if not await blobs.anything_to_sweep(s, now, grace):
+            return blobs.SweepResult()
+    async with gw.write() as s:
+        result = await blobs.sweep(s, store, now, grace)
+    log.info("swept %d attachment(s) and %d blob(s)", result.attachments, result.blobs)
+    return result
+
+
 async def run(gw: Gateway) -> None:
     """Run forever; a failed pass is logged and retried on the next tick."""
+    last_sweep: float | None = None
     while True:
         try:
             await tick(gw)
         except Exception:  # keep the scheduler alive; the next pass retries
             log.exception("scheduler pass failed")
+        if last_sweep is None or anyio.current_time() - last_sweep >= SWEEP_EVERY_S:
+            last_sweep = anyio.current_time()
+            try:
+                await sweep_blobs(gw)
+            except Exception:  # the next sweep retries
+                log.exception("blob sweep failed")
         await anyio.sleep(gw.settings.scheduler_interval_s)

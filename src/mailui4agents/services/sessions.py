@@ -145,28 +145,77 @@ async def by_alias(s: AsyncSession, workspace: str, alias: str, sender: Principa
     alias would make them a participant who can read its whole history. To an
     outsider a session they are not in looks exactly like one that does not exist
     (close matches come only from their own sessions)."""
+    row = await find_alias(s, workspace, alias, sender)
+    if row is None:
+        raise await alias_not_found(s, workspace, alias, sender)
+    return row
+
+
+async def find_alias(
+    s: AsyncSession, workspace: str, alias: str, sender: Principal
+) -> SessionRow | None:
     row = await s.scalar(
         select(SessionRow).where(SessionRow.workspace == workspace, SessionRow.alias == alias)
     )
     if row is not None and not sender.is_admin and not await is_participant(s, row.id, sender.name):
-        row = None
-    if row is None:
-        mine = _sessions_of(sender.name)
-        known = (
-            await s.scalars(
-                select(SessionRow.alias).where(
-                    SessionRow.workspace == workspace, SessionRow.id.in_(mine)
-                )
-            )
-        ).all()
-        raise ApiError(
-            404,
-            "not_found",
-            f"no session '{alias}' in workspace '{workspace}'",
-            field="to",
-            close_matches=close_matches(alias, [a for a in known if a]),
-        )
+        return None
     return row
+
+
+async def alias_not_found(
+    s: AsyncSession, workspace: str, alias: str, sender: Principal
+) -> ApiError:
+    known = (
+        await s.scalars(
+            select(SessionRow.alias).where(
+                SessionRow.workspace == workspace, SessionRow.id.in_(_sessions_of(sender.name))
+            )
+        )
+    ).all()
+    return ApiError(
+        404,
+        "not_found",
+        f"no session '{alias}' in workspace '{workspace}'",
+        field="to",
+        close_matches=close_matches(alias, [a for a in known if a]),
+    )
+
+
+async def adopt(
+    s: AsyncSession, settings: Settings, sender: Principal, agent: str, workspace: str, slug: str
+) -> tuple[SessionRow, str | None] | None:
+    """Adopt the agent's platform session `slug` whose cwd is `workspace` (SPEC §4.4).
+
+    The workspace must match exactly — another path would drop mail into another
+    project's conversation. Once only; counts toward the session rate limit (it
+    creates a session). Returns the new session and the platform title (the
+    default subject), or None when nothing is adoptable."""
+    from mailui4agents.db.tables import PlatformSessionRow
+
+    found = await s.scalar(
+        select(PlatformSessionRow).where(
+            PlatformSessionRow.agent_name == agent,
+            PlatformSessionRow.slug == slug,
+            PlatformSessionRow.cwd == workspace,
+            PlatformSessionRow.adopted_session_id.is_(None),
+        )
+    )
+    if found is None:
+        return None
+    row = await create_session(
+        s, settings, sender.name, workspace, slug, enforcement=await _enforcement_of(s, agent)
+    )
+    row.platform_id = found.platform_id
+    claimed = await s.execute(
+        update(PlatformSessionRow)
+        .where(PlatformSessionRow.id == found.id, PlatformSessionRow.adopted_session_id.is_(None))
+        .values(adopted_session_id=row.id)
+        .execution_options(synchronize_session=False)
+    )
+    if not claimed.rowcount:  # type: ignore[attr-defined]
+        raise conflict(f"platform session '{slug}' was adopted meanwhile; send again")
+    await s.flush()
+    return row, found.title
 
 
 async def get_session(s: AsyncSession, session_id: str) -> SessionRow:
@@ -185,10 +234,15 @@ async def resolve_target(
     subject: str,
     parent: MailRow | None,
     permission_mode: str | None,
-) -> tuple[SessionRow, bool]:
-    """Find or create the session a mail goes to. Returns (session, created)."""
+) -> tuple[SessionRow, bool, str]:
+    """Find or create the session a mail goes to.
+
+    Returns (session, created, subject): the subject defaults to the platform
+    session's title when the mail adopts one and has none of its own."""
     explicit = [(f, a) for f, addrs in (("to", to), ("cc", cc)) for a in addrs if a.session]
     created = False
+    target_subject = subject
+    adopted_slug: str | None = None
     if parent is not None:
         session = await get_session(s, parent.session_id)
     else:
@@ -206,7 +260,17 @@ async def resolve_target(
             )
             created = True
         elif primary is not None:
-            session = await by_alias(s, primary.path, str(primary.session), sender)
+            alias = str(primary.session)
+            found = await find_alias(s, primary.path, alias, sender)
+            if found is None:
+                adopted = await adopt(s, settings, sender, primary.name, primary.path, alias)
+                if adopted is None:
+                    raise await alias_not_found(s, primary.path, alias, sender)
+                found, title = adopted
+                created, adopted_slug = True, alias
+                if not subject.strip() and title:
+                    target_subject = title
+            session = found
         else:
             first = to[0]
             # One default session per PAIR of people and path: ana↔claude share one,
@@ -231,7 +295,8 @@ async def resolve_target(
                 session = found
     for field, addr in explicit:
         same = addr.path == session.workspace and (
-            addr.session == session.alias or (created and addr.session == NEW_SESSION)
+            addr.session == session.alias
+            or (created and addr.session in (NEW_SESSION, adopted_slug))
         )
         if not same:
             raise invalid_value(
@@ -247,7 +312,7 @@ async def resolve_target(
         )
     if session.status == "archived":
         raise conflict(f"session '{session.alias}' is archived; unarchive it to continue")
-    return session, created
+    return session, created, target_subject
 
 
 async def participants(s: AsyncSession, session_id: str) -> list[tuple[str, bool]]:

@@ -8,10 +8,10 @@ drift apart (a missing field once turned a full-mode session into workspace mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow
+from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
 from mailui4agents.domain.addresses import format_parts
 from mailui4agents.services.identity import fmt_time
 
@@ -38,11 +38,12 @@ NEW_MAIL_FIELDS = (
 
 @dataclass
 class MailContext:
-    """A mail with what is needed to show it: its session and its recipients."""
+    """A mail with what is needed to show it: session, recipients, attachments."""
 
     mail: MailRow
     session: SessionRow
     recipients: list[RecipientRow]
+    attachments: list[AttachmentRow] = field(default_factory=list)
 
     def address_of(self, name: str) -> str:
         return session_address(self.session, name)
@@ -110,9 +111,20 @@ def mail_out(ctx: MailContext, reader: str, body_limit: int | None = None) -> di
         "body": body,
         "body_truncated": truncated,
         "parent_mail_id": mail.parent_mail_id,
-        "attachments": [],
+        "attachments": [attachment_out(a) for a in ctx.attachments],
         "relay": mail.relay,
         "read": True if rec is None else rec.read_at is not None,
+    }
+
+
+def attachment_out(att: AttachmentRow) -> dict[str, Any]:
+    """An attachment as an upload answers it and as a mail lists it."""
+    return {
+        "attachment_id": att.id,
+        "name": att.name,
+        "size": att.size,
+        "content_type": att.content_type,
+        "sha256": att.sha256,
     }
 
 

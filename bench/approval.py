@@ -1,0 +1,223 @@
+"""Approval round-trip benchmark: a real hook process, a real gateway, a scripted human.
+
+Each run: start `agentmail hook claude-code` for a Bash call in a workspace-mode
+mail session → the hook opens its event stream and posts the request → the
+human, watching `GET /api/v1/events`, sees `permission_request` and approves →
+the hook receives `permission_decision` and prints its allow. Runs are
+sequential (one hook at a time).
+
+Reported (ms): the whole round trip (spawn to the hook's exit); its parts
+(spawn → request seen by the human; approval posted → hook exited); the floor,
+a hook process that does nothing (a Read call, which never contacts the
+gateway) and a bare `python -c pass`; and the overhead excluding Python
+start-up = round trip minus the median floor.
+
+Usage: .venv/bin/python bench/approval.py [--runs 200] [--floor-runs 50]
+Prints its figures and the machine conditions; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mailui4agents.client.sse import SSEParser
+from mailui4agents.testing import GatewayProcess, clean_env
+
+ADMIN_PASSWORD = "bench-admin-password"
+USER_PASSWORD = "bench-user-password"
+FAST_HASH_ENV = {"AGENTMAIL_ARGON2_TIME_COST": "1", "AGENTMAIL_ARGON2_MEMORY_KIB": "64"}
+HOOK = [sys.executable, "-m", "mailui4agents.cli.main", "hook", "claude-code"]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def summary(name: str, ms: list[float]) -> str:
+    return (
+        f"{name}: n={len(ms)} p50={pct(ms, 50):.1f} p99={pct(ms, 99):.1f} "
+        f"mean={statistics.fmean(ms):.1f} min={min(ms):.1f} max={max(ms):.1f} ms"
+    )
+
+
+def claude_input(tool_name: str, tool_input: dict[str, Any], tool_use_id: str) -> bytes:
+    payload = {
+        "session_id": "bench-terminal",
+        "transcript_path": "/tmp/bench.jsonl",
+        "cwd": "/srv/bench",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool_name,
+        "tool_input": tool_input,
+        "tool_use_id": tool_use_id,
+    }
+    return json.dumps(payload).encode()
+
+
+@dataclass
+class Human:
+    """Watches the human stream and approves every request at once."""
+
+    http: httpx.AsyncClient
+    token: str
+    seen: dict[str, float] = field(default_factory=dict)  # relay key -> time seen
+    posted: dict[str, float] = field(default_factory=dict)  # relay key -> approval sent
+    answered: dict[str, float] = field(default_factory=dict)  # relay key -> approval stored
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def watch(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
+        async with self.http.stream("GET", "/api/v1/events", headers=headers, timeout=None) as r:
+            assert r.status_code == 200
+            self.opened.set()
+            parser = SSEParser()
+            async for chunk in r.aiter_raw():
+                for ev in parser.feed(chunk):
+                    if ev.event != "permission_request":
+                        continue
+                    request = json.loads(ev.data)
+                    key = request["relay_key"]
+                    self.seen[key] = time.perf_counter()
+                    self.posted[key] = time.perf_counter()
+                    d = await self.http.post(
+                        f"/api/v1/permissions/{request['id']}/decision",
+                        json={"decision": "approve"},
+                        headers={"Authorization": f"Bearer {self.token}"},
+                    )
+                    self.answered[key] = time.perf_counter()
+                    assert d.status_code == 200, d.text
+
+
+async def run_hook(stdin: bytes, env: dict[str, str]) -> tuple[float, dict[str, Any]]:
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *HOOK,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
+    assert proc.returncode == 0, err.decode()
+    return t0, json.loads(out)["hookSpecificOutput"]
+
+
+async def bare_python() -> float:
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await proc.wait()
+    return (time.perf_counter() - t0) * 1000
+
+
+async def setup(http: httpx.AsyncClient) -> tuple[str, str, str]:
+    """(ana's token, claude's key, a workspace-mode session of both)."""
+    r = await http.post(
+        "/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
+    )
+    admin = {"Authorization": f"Bearer {r.json()['token']}"}
+    r = await http.post(
+        "/api/v1/admin/users", json={"username": "ana", "password": USER_PASSWORD}, headers=admin
+    )
+    assert r.status_code == 201, r.text
+    r = await http.post("/api/v1/auth/login", json={"username": "ana", "password": USER_PASSWORD})
+    ana = r.json()["token"]
+    r = await http.post("/api/v1/admin/agents", json={"name": "claude"}, headers=admin)
+    key = r.json()["key"]
+    r = await http.post(
+        "/api/v1/mail",
+        json={"to": ["claude@/srv/bench.new"], "subject": "bench", "body": "go",
+              "permission_mode": "workspace"},
+        headers={"Authorization": f"Bearer {ana}"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    return ana, key, r.json()["session_id"]
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--floor-runs", type=int, default=50)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        gw = GatewayProcess(
+            data_dir=Path(tmp) / "data",
+            env=clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV),
+        )
+        gw.start()
+        try:
+            async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
+                ana, key, session = await setup(http)
+                env = clean_env(
+                    AGENTMAIL_URL=gw.url,
+                    AGENTMAIL_KEY=key,
+                    AGENTMAIL_SESSION_ID=session,
+                    AGENTMAIL_HOOK_TIMEOUT="60",
+                    HOME=tmp,
+                    XDG_CONFIG_HOME=str(Path(tmp) / "config"),
+                )
+                human = Human(http, ana)
+                watcher = asyncio.create_task(human.watch())
+                await asyncio.wait_for(human.opened.wait(), 30)
+
+                floor, bare = [], []
+                for i in range(args.floor_runs):
+                    stdin = claude_input("Read", {"file_path": "/srv/bench/a.py"}, f"r{i}")
+                    t0, out = await run_hook(stdin, env)
+                    floor.append((time.perf_counter() - t0) * 1000)
+                    assert out["permissionDecision"] == "allow"
+                    bare.append(await bare_python())
+
+                total, to_seen, after_approval, decide_call = [], [], [], []
+                for _ in range(args.runs):
+                    tool_use_id = f"toolu_{uuid.uuid4().hex}"
+                    stdin = claude_input("Bash", {"command": "npm test"}, tool_use_id)
+                    t0, out = await run_hook(stdin, env)
+                    t_end = time.perf_counter()
+                    assert out["permissionDecision"] == "allow", out
+                    [relay] = [k for k in human.seen if k.endswith(tool_use_id)]
+                    total.append((t_end - t0) * 1000)
+                    to_seen.append((human.seen[relay] - t0) * 1000)
+                    after_approval.append((t_end - human.posted[relay]) * 1000)
+                    decide_call.append((human.answered[relay] - human.posted[relay]) * 1000)
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+        finally:
+            gw.stop()
+
+    floor_p50 = pct(floor, 50)
+    overhead = [t - floor_p50 for t in total]
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
+    print("machine:", platform.platform(), f"cpus={os.cpu_count()}",
+          f"python={sys.version.split()[0]}", f"sqlite={sqlite3.sqlite_version}",
+          "loadavg=" + "/".join(f"{x:.2f}" for x in load))  # fmt: skip
+    print("gateway: one `agentmail serve` subprocess, SQLite (WAL) in a temp dir, loopback;")
+    print("hook: `python -m mailui4agents.cli.main hook claude-code`, one process per run")
+    print(summary("round trip (spawn -> approved -> hook printed allow)", total))
+    print(summary("  spawn -> request seen by the human (SSE)", to_seen))
+    print(summary("  approval posted -> hook exited", after_approval))
+    print(summary("    of which the decision POST itself", decide_call))
+    print(summary("floor: hook for a Read call (no gateway contact)", floor))
+    print(summary("floor: bare `python -c pass`", bare))
+    print(summary(f"overhead excluding Python start-up (round trip - {floor_p50:.1f})", overhead))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,148 @@
+"""Participants, contacts, address suggestions, search and forwarding.
+
+Agent routes take `session_id`: the session the agent works in. Its workspace
+bounds what the agent may read (SPEC §4.6); the gateway derives it, the caller
+never names a workspace.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+
+from mailui4agents.api.deps import Agent, GatewayDep, Human
+from mailui4agents.api.pages import page
+from mailui4agents.api.schemas import ForwardIn, Limit
+from mailui4agents.errors import invalid_value
+from mailui4agents.services import discovery, search
+
+agent_router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
+human_router = APIRouter(prefix="/api/v1", tags=["mail"])
+
+ScopeId = Annotated[
+    str | None,
+    Query(description="The session the agent works in; reads stay in its workspace."),
+]
+SearchText = Annotated[
+    str, Query(description="Words to find in subject and body; `word*` = prefix.")
+]
+Partial = Annotated[str, Query(description="A partial address: name, name@path or name@path.alias")]
+
+
+# -- agents -----------------------------------------------------------------------------
+
+
+@agent_router.post("/mail/{mail_id}/forward", status_code=201)
+async def agent_forward(
+    mail_id: str, body: ForwardIn, who: Agent, gw: GatewayDep, response: Response
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        status, out = await discovery.forward(
+            s,
+            gw.settings,
+            who,
+            mail_id,
+            to=body.to,
+            cc=body.cc,
+            note=body.note,
+            scope_session_id=str(body.session_id) if body.session_id else None,
+        )
+    response.status_code = status
+    return out
+
+
+@agent_router.get("/sessions/{id}/participants")
+async def agent_participants(
+    target: Annotated[str, Path(alias="id")],
+    who: Agent,
+    gw: GatewayDep,
+    session_id: ScopeId = None,
+) -> dict[str, Any]:
+    async with gw.read() as s:
+        items = await discovery.participants(s, who, target, session_id)
+    return page(items, None)
+
+
+@agent_router.get("/contacts")
+async def agent_contacts(who: Agent, gw: GatewayDep, session_id: ScopeId = None) -> dict[str, Any]:
+    async with gw.read() as s:
+        return page(await discovery.contacts(s, who, session_id), None)
+
+
+@agent_router.get("/contacts/suggest")
+async def agent_suggest(
+    who: Agent, gw: GatewayDep, q: Partial = "", session_id: ScopeId = None
+) -> dict[str, Any]:
+    async with gw.read() as s:
+        return await discovery.suggest(s, who, q, session_id)
+
+
+@agent_router.get("/search")
+async def agent_search(
+    who: Agent,
+    gw: GatewayDep,
+    q: SearchText,
+    session_id: ScopeId = None,
+    limit: Limit = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    async with gw.write() as s:  # a write: every read is recorded
+        items, nxt = await search.search(s, who, q, session_id, limit, cursor)
+    return page(items, nxt)
+
+
+# -- humans -----------------------------------------------------------------------------
+
+
+@human_router.post("/mail/{mail_id}/forward", status_code=201)
+async def human_forward(
+    mail_id: str, body: ForwardIn, who: Human, gw: GatewayDep, response: Response
+) -> dict[str, Any]:
+    if body.session_id is not None:
+        # Refuse rather than ignore: people are not workspace-bound.
+        raise invalid_value("session_id", "session_id is the read scope of agents; leave it out")
+    async with gw.write() as s:
+        status, out = await discovery.forward(
+            s,
+            gw.settings,
+            who,
+            mail_id,
+            to=body.to,
+            cc=body.cc,
+            note=body.note,
+            scope_session_id=None,
+        )
+    response.status_code = status
+    return out
+
+
+@human_router.get("/contacts")
+async def human_contacts(who: Human, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.read() as s:
+        return page(await discovery.contacts(s, who, None), None)
+
+
+@human_router.get("/contacts/suggest")
+async def human_suggest(who: Human, gw: GatewayDep, q: Partial = "") -> dict[str, Any]:
+    async with gw.read() as s:
+        return await discovery.suggest(s, who, q, None)
+
+
+@human_router.get("/search")
+async def human_search(
+    who: Human,
+    gw: GatewayDep,
+    q: SearchText,
+    limit: Limit = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """Mail of the sessions you take part in (admins: all sessions), newest first."""
+    async with gw.write() as s:
+        items, nxt = await search.search(s, who, q, None, limit, cursor)
+    return page(items, nxt)
+
+
+router = APIRouter()
+router.include_router(agent_router)
+router.include_router(human_router)

@@ -1,0 +1,87 @@
+"""``agentmail hook <platform>``: answer an agent platform's tool-permission hook.
+
+Reads the platform's JSON on stdin, prints exactly the JSON that platform
+accepts and exits 0. Bad input or any failure prints a deny. Only if even
+printing fails does it exit 2, which blocks the tool in every supported
+platform — a plain crash (exit 1) would let Claude Code run the tool.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+import click
+
+from mailui4agents.hooks import PLATFORMS, Platform
+from mailui4agents.hooks.runner import answer
+
+BLOCKING_EXIT = 2
+
+
+@click.group("hook")
+def hook() -> None:
+    """Ask a human by mail before an agent runs a guarded tool.
+
+    Configure it as the platform's pre-tool hook. Environment: AGENTMAIL_URL,
+    AGENTMAIL_KEY (the agent's key), AGENTMAIL_SESSION_ID (set by the bridge)
+    or AGENTMAIL_OWNER (the person asked in an interactive session), and
+    AGENTMAIL_HOOK_TIMEOUT (seconds to wait; keep the platform's own hook
+    timeout above it, since platforms let the tool run when they kill a hook).
+    """
+
+
+def _run(platform: Platform) -> None:
+    try:
+        text = answer(platform, sys.stdin.buffer.read(), os.environ)
+        if text:
+            sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        # The platform waits for our exit, and tearing down every imported module
+        # costs ~50 ms per tool call; frozen objects are skipped by that final sweep.
+        gc.freeze()
+    except BaseException as exc:  # printing failed: block with the exit code instead
+        sys.stderr.write(f"agentmail hook {platform.name} failed: {exc!r}; blocking\n")
+        raise SystemExit(BLOCKING_EXIT) from None
+    raise SystemExit(0)
+
+
+def _command(platform: Platform, summary: str, settings: str) -> click.Command:
+    wait = f"{platform.default_timeout_s:g}"
+    help_text = (
+        f"{summary}\n\n"
+        f"Waits at most AGENTMAIL_HOOK_TIMEOUT seconds (default {wait}) for a decision, "
+        "then denies with 'timed out'. Set the platform's hook timeout above it.\n\n"
+        f"\b\n{settings}"
+    )
+    return click.Command(platform.name, callback=lambda: _run(platform), help=help_text)
+
+
+hook.add_command(
+    _command(
+        PLATFORMS["claude-code"],
+        "Claude Code PreToolUse hook.",
+        "In .claude/settings.json (timeout in seconds):\n"
+        '{"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [\n'
+        '  {"type": "command", "command": "agentmail hook claude-code", "timeout": 600}]}]}}',
+    )
+)
+hook.add_command(
+    _command(
+        PLATFORMS["zcode"],
+        'ZCode tool hook: prints {"decision":"approve"} or {"decision":"block","reason":...}, '
+        "and nothing when the platform's own prompt should decide.",
+        "Configure `agentmail hook zcode` as ZCode's pre-tool hook command, with a hook\n"
+        "timeout above AGENTMAIL_HOOK_TIMEOUT.",
+    )
+)
+hook.add_command(
+    _command(
+        PLATFORMS["gemini"],
+        "Gemini CLI BeforeTool hook ('ask' is answered as deny: see the module docs).",
+        "In ~/.gemini/settings.json (timeout in milliseconds):\n"
+        '{"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [{"name": "agentmail",\n'
+        '  "type": "command", "command": "agentmail hook gemini", "timeout": 60000}]}]}}',
+    )
+)

@@ -1,0 +1,139 @@
+"""The one hook flow every platform shares (SPEC §7.3–7.4, §11).
+
+For one tool call, in this order:
+
+1. the platform adapter has parsed its stdin into a :class:`ToolCall`;
+2. a call that touches a protected path is refused before anyone is asked,
+   whatever the mode or grant;
+3. read and mail tools are allowed without contacting the gateway;
+4. the mail session is the bridge's ``AGENTMAIL_SESSION_ID`` (mail-driven), or
+   — with ``AGENTMAIL_OWNER`` — the session bound to this interactive platform
+   session; with neither, the platform's own prompt decides (``ask``);
+5. a human is asked and the hook waits (:mod:`mailui4agents.hooks.waiting`).
+
+Nothing here may crash: Claude Code treats a hook that exits 1 as "proceed",
+so :func:`decide` turns every unexpected error into a deny.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+import mailui4agents
+from mailui4agents.client import ApiError, AsyncClient
+from mailui4agents.domain.policy import classify_tool
+from mailui4agents.domain.protected import protected_paths, touches_protected
+from mailui4agents.domain.relay_keys import clamp_relay_key
+from mailui4agents.hooks.outcomes import from_error
+from mailui4agents.hooks.types import (
+    HookDecision,
+    HookSettings,
+    ToolCall,
+    Verdict,
+    allow,
+    ask,
+    deny,
+)
+from mailui4agents.hooks.waiting import FINAL_CHECK_S, ask_human
+
+__all__ = ["HookDecision", "HookSettings", "ToolCall", "Verdict", "decide", "evaluate"]
+
+
+def relay_key(platform: str, session: str, tool_use_id: str | None) -> str:
+    """Unique per tool call (never per session+tool: SPEC §7.3), within 160 bytes.
+
+    Without a platform tool-use id a random one is used: a retry of the same
+    call then asks again, which is the safe mistake (a shared key would make
+    a second, different call ``duplicate_relay`` and deny it).
+    """
+    return clamp_relay_key(f"hook:{platform}:{session}:{tool_use_id or uuid.uuid4()}")
+
+
+def protected_hit(call: ToolCall, settings: HookSettings) -> str | None:
+    """The protected path (or name) this call would touch, or None."""
+    package_dir = os.path.dirname(os.path.abspath(mailui4agents.__file__))
+    protected = protected_paths(
+        settings.data_dir, [], home=settings.home, env=settings.env, package_dir=package_dir
+    )
+    return touches_protected(
+        call.tool_name, call.tool_input, protected, call.cwd, home=settings.home
+    )
+
+
+async def evaluate(
+    call: ToolCall, settings: HookSettings, *, client: AsyncClient | None = None
+) -> HookDecision:
+    """Decide one tool call (the module docstring gives the order of the rules)."""
+    deadline = anyio.current_time() + settings.timeout_s
+    hit = protected_hit(call, settings)
+    if hit is not None:
+        return deny(
+            f"{call.tool_name} would touch the protected path {hit}; protected paths are "
+            "refused whatever the mode or grant, before anyone is asked"
+        )
+    kind = classify_tool(call.tool_name)
+    if kind != "guarded":
+        return allow(f"{call.tool_name} is a {kind} tool; it runs in every mode")
+    if settings.mail_session_id is None and settings.owner is None:
+        return ask(
+            "no mail session (AGENTMAIL_SESSION_ID) and no owner to ask by mail "
+            "(AGENTMAIL_OWNER): the platform's own prompt decides"
+        )
+    if not settings.client.is_agent:
+        return deny("the hook needs an agent key in AGENTMAIL_KEY to ask the gateway")
+    # A hard stop a little after the wait deadline, for calls that would hang
+    # before the wait starts (the session lookup); the wait keeps its own deadline.
+    with anyio.move_on_after(settings.timeout_s + FINAL_CHECK_S + 1.0):
+        async with _client(settings, client) as gateway:
+            try:
+                session_id = await _mail_session(gateway, call, settings)
+            except ApiError as exc:
+                return from_error(exc, mail_driven=settings.mail_driven)
+            if session_id is None:
+                return ask(
+                    f"{settings.platform} gave no session id to bind a mail session to: "
+                    "the platform's own prompt decides"
+                )
+            key = relay_key(settings.platform, call.session_id or session_id, call.tool_use_id)
+            return await ask_human(
+                gateway, call, settings, session_id=session_id, key=key, deadline=deadline
+            )
+    return deny(f"timed out: no answer from the gateway within {settings.timeout_s:g} s")
+
+
+async def _mail_session(gateway: AsyncClient, call: ToolCall, settings: HookSettings) -> str | None:
+    if settings.mail_session_id is not None:
+        return settings.mail_session_id
+    if not call.session_id or settings.owner is None:
+        return None
+    folder = os.path.basename(call.cwd.rstrip("/")) or "terminal"
+    session = await gateway.interactive_session(
+        platform_id=f"{settings.platform}:{call.session_id}",
+        owner=settings.owner,
+        cwd=call.cwd,
+        title=f"{folder} ({settings.platform})",
+    )
+    return str(session["id"])
+
+
+@asynccontextmanager
+async def _client(settings: HookSettings, given: AsyncClient | None) -> AsyncIterator[AsyncClient]:
+    """The caller's client (tests pass one in), or a fresh one closed on exit."""
+    if given is not None:
+        yield given
+        return
+    async with AsyncClient(settings.client) as fresh:
+        yield fresh
+
+
+def decide(call: ToolCall, settings: HookSettings) -> HookDecision:
+    """Run :func:`evaluate` in a fresh event loop; any unexpected error denies."""
+    try:
+        return anyio.run(evaluate, call, settings)
+    except Exception as exc:  # never crash: exit 1 means "proceed" to Claude Code
+        return deny(f"the agentmail hook failed ({type(exc).__name__}: {exc}); denied to be safe")

@@ -1,0 +1,74 @@
+"""From the gateway's answers to the hook's decision (SPEC §7.4), as pure functions.
+
+Only an explicit approval allows (:func:`outcome_allows`, a whitelist): a
+denial, an expiry, a cancellation, an empty or unknown decision all deny. The
+reason always carries the human's note when there is one, and a timeout says
+"timed out", so the model can tell it from a person's refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mailui4agents.client import ApiError, GatewayUnreachable
+from mailui4agents.domain.policy import outcome_allows
+from mailui4agents.hooks.types import HookDecision, allow, ask, deny
+
+GRANT_PREFIX = "grant:"
+
+
+def from_decision(data: Mapping[str, Any], *, timeout_s: float) -> HookDecision:
+    """A decided request (PermissionOut or a ``permission_decision`` event's data)."""
+    decision = data.get("decision")
+    note = data.get("note")
+    by = data.get("decided_by")
+    who = str(by) if by else "someone"
+    note = note if isinstance(note, str) and note.strip() else None
+    suffix = f": {note}" if note else ""
+    if outcome_allows(decision):
+        if who.startswith(GRANT_PREFIX):
+            return allow(f"approved by a standing grant ({who}){suffix}", note)
+        return allow(f"approved by {who}{suffix}", note)
+    if decision == "expired":
+        return deny(f"timed out: nobody decided within {timeout_s:g} s{suffix}", note)
+    if decision == "deny":
+        return deny(f"denied by {who}{suffix}", note)
+    if decision == "cancelled":
+        return deny(f"cancelled by {who} (the session was archived or closed){suffix}", note)
+    return deny(f"not approved: the gateway reported decision {decision!r}{suffix}", note)
+
+
+def from_error(error: ApiError, *, mail_driven: bool) -> HookDecision:
+    """A failed gateway call.
+
+    Transient failures (network, 5xx, 408, 429) deny in a mail-driven turn —
+    nobody sits at a terminal — and fall back to the platform's own prompt in
+    an interactive one. Permanent ones (other 4xx, 401 included) deny at once
+    with the gateway's message, except the 409 that says the session is in
+    ``full`` mode, which must allow explicitly.
+    """
+    if isinstance(error, GatewayUnreachable) or not error.permanent:
+        if mail_driven:
+            return deny(
+                f"the gateway is unavailable ({error.message}); this turn is mail-driven, "
+                "so there is nobody to ask locally: denied"
+            )
+        return ask(f"the gateway is unavailable ({error.message}); asking here instead")
+    reason = error.detail.get("reason")
+    if error.status == 409 and reason == "mode_allows":
+        return allow("the mail session is in full mode: guarded tools are allowed")
+    if error.status == 409 and reason == "mode_forbids":
+        return deny("the mail session is in plan mode (read-only): guarded tools are refused")
+    if error.status == 409 and reason == "no_human":
+        return deny("no human takes part in this mail session, so nobody could approve: denied")
+    return deny(f"the gateway refused the request ({error.status}): {error.message}")
+
+
+def duplicate() -> HookDecision:
+    """``duplicate_relay``: this tool call was already asked about, and nobody will
+    ever decide this second request."""
+    return deny(
+        "duplicate request: the gateway already has a request for this very tool call "
+        "(same relay key), so nobody will ever decide this one: denied"
+    )

@@ -1,0 +1,149 @@
+"""Attachments: uploads, who may attach and download them, their links to mail.
+
+An attachment may be used (attached, downloaded) by whoever uploaded it, and by
+anyone who may read a mail that carries it (SPEC §4.6 decides who may read).
+Anyone else is told it does not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import (
+    AttachmentRow,
+    MailAttachmentRow,
+    MailRow,
+    ReadLogRow,
+    SessionRow,
+)
+from mailui4agents.db.types import utcnow
+from mailui4agents.domain.uploads import safe_content_type, safe_filename
+from mailui4agents.errors import ApiError, invalid_value, not_found
+from mailui4agents.services import blobs, scope
+from mailui4agents.services.principals import Principal
+from mailui4agents.services.views import attachment_out
+
+
+async def create(
+    s: AsyncSession,
+    writer: blobs.BlobWriter,
+    uploader: Principal,
+    *,
+    filename: str | None,
+    content_type: str | None,
+) -> dict[str, Any]:
+    """Store a finished upload as a new attachment (its bytes at most once)."""
+    now = utcnow()
+    blob = await blobs.put(s, writer, now)
+    row = AttachmentRow(
+        sha256=blob.sha256,
+        name=safe_filename(filename),
+        content_type=safe_content_type(content_type),
+        size=blob.size,
+        uploaded_by=uploader.name,
+        created_at=now,
+    )
+    s.add(row)
+    await s.flush()
+    return attachment_out(row)
+
+
+async def _granting_mail(
+    s: AsyncSession, reader: Principal, att: AttachmentRow, scope_session_id: str | None
+) -> tuple[str, SessionRow] | None:
+    """(mail id, session) of the first mail carrying `att` that `reader` may read."""
+    rows = await s.execute(
+        select(MailRow.id, SessionRow)
+        .join(SessionRow, SessionRow.id == MailRow.session_id)
+        .join(MailAttachmentRow, MailAttachmentRow.mail_seq == MailRow.seq)
+        .where(MailAttachmentRow.attachment_id == att.id)
+        .order_by(MailRow.seq)
+    )
+    checked: set[str] = set()
+    for mail_id, session in rows:
+        if session.id in checked:
+            continue
+        checked.add(session.id)
+        try:
+            await scope.require_read(s, reader, session, scope_session_id)
+        except ApiError:
+            continue
+        return mail_id, session
+    return None
+
+
+async def readable(
+    s: AsyncSession, reader: Principal, attachment_id: str, scope_session_id: str | None
+) -> AttachmentRow:
+    """The attachment if `reader` may download it, else 404; the read is logged."""
+    att = await s.get(AttachmentRow, attachment_id)
+    via = None
+    if att is not None and att.uploaded_by != reader.name:
+        via = await _granting_mail(s, reader, att, scope_session_id)
+    if att is None or (via is None and att.uploaded_by != reader.name):
+        raise not_found(f"attachment '{attachment_id}'")
+    s.add(
+        ReadLogRow(
+            reader=reader.name,
+            reader_kind=reader.kind,
+            mail_id=via[0] if via else None,
+            session_id=via[1].id if via else None,
+            scope_session_id=scope_session_id,
+            action="attachment",
+            at=utcnow(),
+        )
+    )
+    return att
+
+
+async def check_for_send(
+    s: AsyncSession, sender: Principal, ids: Sequence[str], scope_session_id: str | None
+) -> list[AttachmentRow]:
+    """All of a mail's attachments, checked before the mail exists: each must
+    exist, be listed once, and be the sender's own upload or readable by the
+    sender through a mail it may read (a forward). 400 names the first bad one."""
+    if not ids:
+        return []
+    found = await s.scalars(select(AttachmentRow).where(AttachmentRow.id.in_(set(ids))))
+    rows = {r.id: r for r in found}
+    out: list[AttachmentRow] = []
+    for i, aid in enumerate(ids):
+        field = f"attachment_ids[{i}]"
+        if aid in ids[:i]:
+            raise invalid_value(field, f"attachment '{aid}' is listed more than once")
+        row = rows.get(aid)
+        if row is None or (
+            row.uploaded_by != sender.name
+            and await _granting_mail(s, sender, row, scope_session_id) is None
+        ):
+            raise invalid_value(field, f"no attachment '{aid}' that you uploaded or may read")
+        out.append(row)
+    return out
+
+
+def link(s: AsyncSession, mail_seq: int, rows: Sequence[AttachmentRow]) -> None:
+    """Reference `rows` from the mail, in the order given."""
+    s.add_all(
+        MailAttachmentRow(mail_seq=mail_seq, attachment_id=r.id, position=i)
+        for i, r in enumerate(rows)
+    )
+
+
+async def for_mails(s: AsyncSession, seqs: Sequence[int]) -> dict[int, list[AttachmentRow]]:
+    """The attachments of many mails in one query, in each mail's order."""
+    out: dict[int, list[AttachmentRow]] = {seq: [] for seq in seqs}
+    if not seqs:
+        return out
+    rows = await s.execute(
+        select(MailAttachmentRow.mail_seq, AttachmentRow)
+        .join(AttachmentRow, AttachmentRow.id == MailAttachmentRow.attachment_id)
+        .where(MailAttachmentRow.mail_seq.in_(list(seqs)))
+        .order_by(MailAttachmentRow.mail_seq, MailAttachmentRow.position)
+    )
+    for seq, att in rows:
+        out[seq].append(att)
+    return out

@@ -1,0 +1,445 @@
+"""Finding people, places and mail: participants, contacts, address suggestions,
+and forwarding (SPEC §5).
+
+All of these are reads and keep the read boundary of §4.6: an agent sees only
+sessions it takes part in and, when it names the session it works in
+(`scope_session_id`), only sessions of that session's workspace. The workspace
+always comes from `scope.scope_workspace`, never from the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Select, func, select, union_all
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import (
+    AgentRow,
+    MailRow,
+    PlatformSessionRow,
+    RecipientRow,
+    SessionRow,
+    UserRow,
+)
+from mailui4agents.db.types import UTCDateTime
+from mailui4agents.domain.addresses import AddressError, format_parts
+from mailui4agents.errors import not_found
+from mailui4agents.services import mail, scope
+from mailui4agents.services.identity import fmt_time
+from mailui4agents.services.principals import Principal
+from mailui4agents.services.views import MailContext, session_address
+from mailui4agents.settings import Settings
+
+ROLE_ORDER = ("from", "to", "cc")
+SUGGEST_LIMIT = 20
+FORWARD_MARK = "---------- Forwarded mail ----------"
+
+
+def sessions_of(name: str) -> Any:
+    """Ids of the sessions `name` sent or received mail in (a subquery)."""
+    sent = select(MailRow.session_id).where(MailRow.from_name == name)
+    got = (
+        select(MailRow.session_id)
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(RecipientRow.name == name)
+    )
+    return sent.union(got)
+
+
+def readable_session_ids(
+    reader: Principal, workspace: str | None, *, admin_all: bool = True
+) -> Select[Any]:
+    """Ids of the sessions `reader` may read — `scope.may_read` as a query.
+
+    `workspace` is what `scope.scope_workspace` gave (None: not workspace-bound).
+    With `admin_all=False` admins get only their own sessions (their contacts are
+    the people *they* exchanged mail with, not everyone's).
+    """
+    stmt = select(SessionRow.id)
+    if not (admin_all and reader.is_admin):
+        stmt = stmt.where(SessionRow.id.in_(sessions_of(reader.name)))
+    if workspace is not None:
+        stmt = stmt.where(SessionRow.workspace == workspace)
+    return stmt
+
+
+def _address(name: str, path: str, session: str | None) -> str | None:
+    """The completed address, or None while the name part is not a valid name."""
+    try:
+        return format_parts(name, path, session)
+    except AddressError:
+        return None
+
+
+def _kind(is_human: bool) -> str:
+    return "human" if is_human else "agent"
+
+
+# -- participants -----------------------------------------------------------------------
+
+
+async def participants(
+    s: AsyncSession, reader: Principal, session_id: str, scope_session_id: str | None
+) -> list[dict[str, Any]]:
+    """Everyone in from/to/cc of the session's mails, in order of first appearance:
+    `{address, name, kind, roles, mails_sent}`; `mails_sent` 0 = not yet spoken."""
+    target = await s.get(SessionRow, session_id)
+    if target is None:
+        raise not_found(f"session '{session_id}'")
+    await scope.require_read(s, reader, target, scope_session_id)
+    mails = (
+        await s.execute(
+            select(MailRow.seq, MailRow.from_name, MailRow.from_human)
+            .where(MailRow.session_id == target.id)
+            .order_by(MailRow.seq)
+        )
+    ).all()
+    recipients = (
+        await s.execute(
+            select(
+                RecipientRow.mail_seq, RecipientRow.name, RecipientRow.is_human, RecipientRow.role
+            )
+            .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+            .where(MailRow.session_id == target.id)
+            .order_by(RecipientRow.mail_seq, RecipientRow.position)
+        )
+    ).all()
+    by_mail: dict[int, list[tuple[str, bool, str]]] = {}
+    for seq, name, human, role in recipients:
+        by_mail.setdefault(seq, []).append((name, human, role))
+
+    people: dict[str, dict[str, Any]] = {}
+
+    def seen(name: str, human: bool) -> dict[str, Any]:
+        return people.setdefault(name, {"human": human, "roles": set(), "sent": 0})
+
+    for seq, sender, sender_human in mails:
+        entry = seen(sender, sender_human)
+        entry["roles"].add("from")
+        entry["sent"] += 1
+        for name, human, role in by_mail.get(seq, []):
+            seen(name, human)["roles"].add(role)
+    return [
+        {
+            "address": session_address(target, name),
+            "name": name,
+            "kind": _kind(p["human"]),
+            "roles": [r for r in ROLE_ORDER if r in p["roles"]],
+            "mails_sent": p["sent"],
+        }
+        for name, p in people.items()
+    ]
+
+
+# -- contacts ---------------------------------------------------------------------------
+
+
+async def contacts(
+    s: AsyncSession, reader: Principal, scope_session_id: str | None
+) -> list[dict[str, Any]]:
+    """Everyone `reader` exchanged mail with (sent to, or received from) in sessions
+    it may read: `{name, kind, last_address, last_mail_at, unread}`, most recent
+    first. `unread` = the reader's unread mail from that contact, in those sessions."""
+    workspace = await scope.scope_workspace(s, reader, scope_session_id)
+    readable = readable_session_ids(reader, workspace, admin_all=False)
+    # (contact, is_human, mail seq) for every mail between the reader and someone.
+    sent_to = (
+        select(
+            RecipientRow.name.label("name"),
+            RecipientRow.is_human.label("human"),
+            MailRow.seq.label("seq"),
+        )
+        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+        .where(MailRow.from_name == reader.name, MailRow.session_id.in_(readable))
+    )
+    got_from = (
+        select(
+            MailRow.from_name.label("name"),
+            MailRow.from_human.label("human"),
+            MailRow.seq.label("seq"),
+        )
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(RecipientRow.name == reader.name, MailRow.session_id.in_(readable))
+    )
+    pairs = union_all(sent_to, got_from).subquery("pairs")
+    latest = (
+        await s.execute(
+            select(pairs.c.name, pairs.c.human, func.max(pairs.c.seq))
+            .where(pairs.c.name != reader.name)
+            .group_by(pairs.c.name, pairs.c.human)
+        )
+    ).all()
+    if not latest:
+        return []
+    seqs = {seq for _, _, seq in latest}
+    last = {m.seq: m for m in (await s.scalars(select(MailRow).where(MailRow.seq.in_(seqs)))).all()}
+    sess = {
+        r.id: r
+        for r in await s.scalars(
+            select(SessionRow).where(SessionRow.id.in_({m.session_id for m in last.values()}))
+        )
+    }
+    counts = await s.execute(
+        select(MailRow.from_name, func.count(RecipientRow.id))
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(
+            RecipientRow.name == reader.name,
+            RecipientRow.read_at.is_(None),
+            MailRow.session_id.in_(readable),
+        )
+        .group_by(MailRow.from_name)
+    )
+    unread = {name: int(n) for name, n in counts.all()}
+    out: dict[str, dict[str, Any]] = {}
+    for name, human, seq in sorted(latest, key=lambda r: -r[2]):
+        if name in out:  # one name is one principal; keep its most recent row
+            continue
+        m = last[seq]
+        out[name] = {
+            "name": name,
+            "kind": _kind(bool(human)),
+            "last_address": session_address(sess[m.session_id], name),
+            "last_mail_at": fmt_time(m.created_at),
+            "unread": int(unread.get(name, 0)),
+        }
+    return list(out.values())
+
+
+# -- address suggestions ----------------------------------------------------------------
+
+
+async def suggest(
+    s: AsyncSession,
+    reader: Principal,
+    q: str,
+    scope_session_id: str | None,
+    limit: int = SUGGEST_LIMIT,
+) -> dict[str, list[dict[str, Any]]]:
+    """Three-part completion of a partial address `name@path.session`.
+
+    - no `@` yet: `names` — users and agents whose name starts with `q`;
+    - after `@`: `paths` — workspaces of sessions the reader may read, the one
+      with the most recent mail first, then the declared workspaces (of the named
+      agent, and of the reader if it is an agent) not seen yet;
+    - after a `.` (the last one; paths may contain dots): `sessions` — aliases of
+      sessions of that name+path the reader may read, plus platform sessions of
+      that agent in that cwd not adopted yet (`adoptable: true`).
+
+    An agent scoped to a session sees only that session's workspace.
+    """
+    workspace = await scope.scope_workspace(s, reader, scope_session_id)
+    name, at, rest = q.strip().partition("@")
+    out: dict[str, list[dict[str, Any]]] = {"names": [], "paths": [], "sessions": []}
+    if not at:
+        out["names"] = await _names(s, name, limit)
+        return out
+    out["paths"] = await _paths(s, reader, workspace, name, rest, limit)
+    path, dot, partial = rest.rpartition(".")
+    if dot and (workspace is None or path == workspace):
+        out["sessions"] = await _sessions(s, reader, workspace, name, path, partial, limit)
+    return out
+
+
+async def _names(s: AsyncSession, prefix: str, limit: int) -> list[dict[str, Any]]:
+    low = prefix.lower()
+    users = await s.scalars(
+        select(UserRow.username)
+        .where(func.lower(UserRow.username).startswith(low, autoescape=True))
+        .order_by(UserRow.username)
+        .limit(limit)
+    )
+    agents = await s.scalars(
+        select(AgentRow.name)
+        .where(func.lower(AgentRow.name).startswith(low, autoescape=True))
+        .order_by(AgentRow.name)
+        .limit(limit)
+    )
+    found = [{"name": n, "kind": "human"} for n in users] + [
+        {"name": n, "kind": "agent"} for n in agents
+    ]
+    return sorted(found, key=lambda f: (f["name"].lower(), f["name"]))[:limit]
+
+
+async def _paths(
+    s: AsyncSession,
+    reader: Principal,
+    workspace: str | None,
+    name: str,
+    prefix: str,
+    limit: int,
+) -> list[dict[str, Any]]:
+    last = func.max(
+        func.coalesce(SessionRow.last_mail_at, SessionRow.created_at), type_=UTCDateTime()
+    )
+    rows = (
+        await s.execute(
+            select(SessionRow.workspace, last)
+            .where(
+                SessionRow.id.in_(readable_session_ids(reader, workspace)),
+                SessionRow.workspace.startswith(prefix, autoescape=True),
+            )
+            .group_by(SessionRow.workspace)
+            .order_by(last.desc(), SessionRow.workspace)
+            .limit(limit)
+        )
+    ).all()
+    out = [
+        {
+            "path": p,
+            "address": _address(name, p, None),
+            "last_mail_at": fmt_time(when),
+            "declared": False,
+        }
+        for p, when in rows
+    ]
+    declared: list[str] = []
+    for agent_name in dict.fromkeys(
+        n for n in (name, reader.name if reader.kind == "agent" else "") if n
+    ):
+        row = await s.scalar(select(AgentRow.workspaces).where(AgentRow.name == agent_name))
+        declared += [w for w in row or [] if isinstance(w, str)]
+    known = {p["path"] for p in out}
+    for w in declared:
+        if w in known or not w.startswith(prefix):
+            continue
+        if workspace is not None and w != workspace:
+            continue  # a scoped agent sees only its workspace
+        known.add(w)
+        out.append(
+            {"path": w, "address": _address(name, w, None), "last_mail_at": None, "declared": True}
+        )
+    return out[:limit]
+
+
+async def _sessions(
+    s: AsyncSession,
+    reader: Principal,
+    workspace: str | None,
+    name: str,
+    path: str,
+    partial: str,
+    limit: int,
+) -> list[dict[str, Any]]:
+    if not name:
+        return []
+    recent = func.coalesce(SessionRow.last_mail_at, SessionRow.created_at)
+    rows = (
+        await s.scalars(
+            select(SessionRow)
+            .where(
+                SessionRow.workspace == path,
+                SessionRow.alias.is_not(None),
+                SessionRow.alias.startswith(partial, autoescape=True),
+                SessionRow.id.in_(readable_session_ids(reader, workspace)),
+                SessionRow.id.in_(sessions_of(name)),
+            )
+            .order_by(recent.desc(), SessionRow.alias)
+            .limit(limit)
+        )
+    ).all()
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        # Re-check with the one rule of §4.6 (the query is its mirror image).
+        if await scope.may_read(s, reader, row, workspace):
+            out.append(
+                {
+                    "alias": row.alias,
+                    "address": _address(name, path, row.alias),
+                    "session_id": row.id,
+                    "status": row.status,
+                    "last_mail_at": fmt_time(row.last_mail_at),
+                    "adoptable": False,
+                    "title": None,
+                }
+            )
+    # Platform sessions of that agent in that very cwd that no session has adopted:
+    # mail to agent@cwd.slug adopts them (SPEC §4.4). A slug that is already an
+    # alias in this workspace would reach that session instead, so it is left out.
+    taken = select(SessionRow.alias).where(
+        SessionRow.workspace == path, SessionRow.alias.is_not(None)
+    )
+    platform = (
+        await s.scalars(
+            select(PlatformSessionRow)
+            .where(
+                PlatformSessionRow.agent_name == name,
+                PlatformSessionRow.cwd == path,
+                PlatformSessionRow.adopted_session_id.is_(None),
+                PlatformSessionRow.slug.is_not(None),
+                PlatformSessionRow.slug.startswith(partial, autoescape=True),
+                PlatformSessionRow.slug.not_in(taken),
+            )
+            .order_by(PlatformSessionRow.updated_at.desc(), PlatformSessionRow.slug)
+            .limit(limit)
+        )
+    ).all()
+    seen = {o["alias"] for o in out}
+    for p in platform:
+        if p.slug in seen:
+            continue
+        seen.add(p.slug)
+        out.append(
+            {
+                "alias": p.slug,
+                "address": _address(name, path, p.slug),
+                "session_id": None,
+                "status": None,
+                "last_mail_at": fmt_time(p.updated_at),
+                "adoptable": True,
+                "title": p.title,
+            }
+        )
+    return out[:limit]
+
+
+# -- forward ----------------------------------------------------------------------------
+
+
+def forward_subject(subject: str) -> str:
+    return subject if subject[:4].lower() == "fwd:" else f"Fwd: {subject}"
+
+
+def forward_body(ctx: MailContext, note: str | None) -> str:
+    """The note first, then the original with its headers, quoted whole."""
+    m = ctx.mail
+    headers = [
+        ("From", ctx.address_of(m.from_name)),
+        ("To", ", ".join(ctx.address_of(n) for n in ctx.names("to"))),
+        ("Cc", ", ".join(ctx.address_of(n) for n in ctx.names("cc"))),
+        ("Date", fmt_time(m.created_at) or ""),
+        ("Subject", m.subject),
+    ]
+    lines = [FORWARD_MARK, *(f"{k}: {v}" for k, v in headers if v or k != "Cc"), "", m.body]
+    head = f"{note.rstrip()}\n\n" if note and note.strip() else ""
+    return head + "\n".join(lines)
+
+
+async def forward(
+    s: AsyncSession,
+    settings: Settings,
+    reader: Principal,
+    mail_id: str,
+    *,
+    to: list[str],
+    cc: list[str],
+    note: str | None,
+    scope_session_id: str | None,
+) -> tuple[int, dict[str, Any]]:
+    """Quote a mail the reader may read to new recipients (forwarding is reading:
+    404 otherwise, as if it did not exist). The new mail goes where `to` routes it
+    and carries the original's attachments (the reader may read them through it).
+    """
+    ctx = await mail._readable(s, reader, mail_id, scope_session_id)
+    await mail.record_reads(s, reader, [ctx], scope_session_id, "forward")
+    return await mail.send_mail(
+        s,
+        settings,
+        reader,
+        to=to,
+        cc=cc,
+        subject=forward_subject(ctx.mail.subject),
+        body=forward_body(ctx, note),
+        from_session_id=scope_session_id if reader.kind == "agent" else None,
+        attachment_ids=[a.id for a in ctx.attachments],
+    )

@@ -1,0 +1,172 @@
+"""Full-text search over subject and body (SPEC §5), scoped like every read (§4.6).
+
+SQLite: the FTS5 table `mail_fts` (migration 0003, kept in step by triggers). The
+user's text is never passed to MATCH as FTS syntax: it is split into terms, each
+becomes a double-quoted FTS string (inner quotes doubled) and the terms are AND-ed;
+a term ending in `*` stays a prefix search. Other databases fall back to a portable
+substring match (ILIKE) until PostgreSQL gets its tsvector index.
+
+Scripts written without spaces (Chinese, Japanese, Thai) have no word boundaries
+for the `unicode61` tokenizer — a whole run of ideographs is one token — so their
+terms match as substrings instead (`导入` must find `重构导入路径`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import ColumnElement, Integer, Text, and_, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import MailRow
+from mailui4agents.errors import invalid_value
+from mailui4agents.services import mail, scope
+from mailui4agents.services.discovery import readable_session_ids
+from mailui4agents.services.principals import Principal
+from mailui4agents.services.views import mail_out
+
+MARK = "**"  # around matched words in snippets (bodies are text/markdown)
+SNIPPET_TOKENS = 16  # FTS5 snippet() length in tokens
+SNIPPET_CHARS = 60  # fallback snippet: characters on each side of the first hit
+
+# Ideographs, kana, Thai, Lao, Khmer, Myanmar: no spaces between words.
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]"
+)
+
+
+class Terms:
+    """A query split into terms: FTS terms and substring terms."""
+
+    def __init__(self, q: str) -> None:
+        self.fts: list[str] = []  # FTS5 strings, e.g. '"login"', '"log"*'
+        self.substrings: list[str] = []  # plain text, matched anywhere
+        self.words: list[str] = []  # every term without its '*', for snippets
+        for raw in q.split():
+            prefix = raw.endswith("*")
+            core = raw.rstrip("*")
+            if not any(ch.isalnum() for ch in core):
+                continue  # only punctuation: no token could ever match it
+            self.words.append(core)
+            if _UNSPACED.search(core):
+                self.substrings.append(core)
+            else:
+                self.fts.append('"' + core.replace('"', '""') + '"' + ("*" if prefix else ""))
+
+    @property
+    def match(self) -> str:
+        return " AND ".join(self.fts)
+
+
+def parse_query(q: str | None) -> Terms:
+    """The terms of `q`, or a 400 naming `q` when there is nothing to search for."""
+    terms = Terms(q or "")
+    if not terms.words:
+        raise invalid_value("q", "give at least one word to search for in subject or body")
+    return terms
+
+
+def _substring(term: str, *, insensitive: bool) -> ColumnElement[bool]:
+    if insensitive:
+        return or_(
+            MailRow.subject.icontains(term, autoescape=True),
+            MailRow.body.icontains(term, autoescape=True),
+        )
+    return or_(
+        MailRow.subject.contains(term, autoescape=True),
+        MailRow.body.contains(term, autoescape=True),
+    )
+
+
+def make_snippet(body: str, words: list[str]) -> str:
+    """A window of `body` around the first word found, the word marked."""
+    hits = [m for w in words if (m := re.search(re.escape(w), body, re.IGNORECASE))]
+    if not hits:
+        cut = body[: 2 * SNIPPET_CHARS]
+        return cut + ("…" if len(body) > len(cut) else "")
+    hit = min(hits, key=lambda m: m.start())
+    start = max(0, hit.start() - SNIPPET_CHARS)
+    end = min(len(body), hit.end() + SNIPPET_CHARS)
+    return (
+        ("…" if start else "")
+        + body[start : hit.start()]
+        + MARK
+        + hit.group(0)
+        + MARK
+        + body[hit.end() : end]
+        + ("…" if end < len(body) else "")
+    )
+
+
+async def search(
+    s: AsyncSession,
+    reader: Principal,
+    q: str | None,
+    scope_session_id: str | None,
+    limit: int,
+    cursor: str | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Mails matching every term of `q` in sessions `reader` may read, newest first.
+
+    Agents: participant, and — with a scope session — the same workspace as it.
+    Humans: participant; admins read all. Each result is MailOut + `snippet`.
+    Every returned mail is recorded in the read log (action "search").
+    """
+    terms = parse_query(q)
+    workspace = await scope.scope_workspace(s, reader, scope_session_id)
+    readable = readable_session_ids(reader, workspace)
+    dialect = s.get_bind().dialect.name
+
+    conditions: list[ColumnElement[bool]] = [MailRow.session_id.in_(readable)]
+    after = mail._cursor(cursor)
+    if after is not None:
+        conditions.append(MailRow.seq < after)
+    fts_snippet: Any = None
+    if dialect == "sqlite":
+        stmt: Any
+        if terms.fts:
+            fts = (
+                text(
+                    "SELECT rowid AS seq, "
+                    f"snippet(mail_fts, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS}) AS snippet "
+                    "FROM mail_fts WHERE mail_fts MATCH :match"
+                )
+                .bindparams(match=terms.match)
+                .columns(seq=Integer, snippet=Text)
+                .subquery("fts")
+            )
+            fts_snippet = fts.c.snippet
+            stmt = select(MailRow, fts.c.snippet).join(fts, fts.c.seq == MailRow.seq)
+        else:
+            stmt = select(MailRow)
+        conditions += [_substring(t, insensitive=False) for t in terms.substrings]
+    else:
+        # Portable fallback (PostgreSQL: a tsvector index can replace it later).
+        stmt = select(MailRow)
+        conditions += [_substring(w, insensitive=True) for w in terms.words]
+
+    rows = (
+        await s.execute(stmt.where(and_(*conditions)).order_by(MailRow.seq.desc()).limit(limit + 1))
+    ).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    mails = [r[0] for r in rows]
+    snippets = {
+        r[0].seq: (r[1] if fts_snippet is not None else make_snippet(r[0].body, terms.words))
+        for r in rows
+    }
+    ctxs = await mail._contexts(s, mails)
+
+    # The query above already keeps to readable sessions; check each session once
+    # more with the one rule of §4.6 so a query slip can never widen what is shown.
+    allowed: dict[str, bool] = {}
+    for c in ctxs:
+        if c.session.id not in allowed:
+            allowed[c.session.id] = await scope.may_read(s, reader, c.session, workspace)
+    ctxs = [c for c in ctxs if allowed[c.session.id]]
+
+    await mail.record_reads(s, reader, ctxs, scope_session_id, "search")
+    items = [{**mail_out(c, reader.name), "snippet": snippets[c.mail.seq]} for c in ctxs]
+    return items, (str(mails[-1].seq) if more and mails else None)

@@ -1,0 +1,150 @@
+"""Workspace isolation (SPEC §4.6), checked exhaustively on random worlds.
+
+Several agents, several workspaces, many sessions; every agent read endpoint is
+called with every (agent, scope, target) combination, and what the gateway allows
+must equal what the rule, computed here independently, allows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from tests.conftest import Api
+
+pytestmark = pytest.mark.anyio
+
+AGENTS = ["a1", "a2", "a3"]
+WORKSPACES = ["/w/alpha", "/w/beta", ""]
+
+
+@dataclass
+class World:
+    sessions: list[str] = field(default_factory=list)
+    workspace: dict[str, str] = field(default_factory=dict)
+    members: dict[str, set[str]] = field(default_factory=dict)
+    mail: dict[str, str] = field(default_factory=dict)
+
+
+async def build(api: Api, rng: random.Random, count: int) -> World:
+    for name in AGENTS:
+        await api.agent(name)
+    await api.user("h1")
+    world = World()
+    for i in range(count):
+        ws = rng.choice(WORKSPACES)
+        chosen = rng.sample(AGENTS, rng.randint(1, 2))
+        r = await api.send("h1", [f"{a}@{ws}.new" for a in chosen], subject=f"task {i}")
+        assert r.status_code == 201, r.text
+        m = r.json()
+        sid = m["session_id"]
+        world.sessions.append(sid)
+        world.workspace[sid] = ws
+        world.members[sid] = set(chosen)
+        world.mail[sid] = m["id"]
+    return world
+
+
+def allowed(world: World, agent: str, scope: str | None, target: str) -> bool:
+    """The rule, written independently of the gateway's code."""
+    if agent not in world.members[target]:
+        return False
+    if scope is None:
+        return True
+    return agent in world.members[scope] and world.workspace[scope] == world.workspace[target]
+
+
+Call = Callable[[Api, World, str, str | None, str], Awaitable[httpx.Response]]
+
+
+def _params(scope: str | None) -> dict[str, str]:
+    return {} if scope is None else {"session_id": scope}
+
+
+async def read_mail(
+    api: Api, w: World, agent: str, scope: str | None, target: str
+) -> httpx.Response:
+    return await api.http.get(
+        f"/api/v1/agent/mail/{w.mail[target]}", params=_params(scope), headers=api.auth(agent)
+    )
+
+
+async def read_thread(
+    api: Api, w: World, agent: str, scope: str | None, target: str
+) -> httpx.Response:
+    return await api.http.get(
+        f"/api/v1/agent/mail/{w.mail[target]}/thread",
+        params=_params(scope),
+        headers=api.auth(agent),
+    )
+
+
+async def participants(
+    api: Api, w: World, agent: str, scope: str | None, target: str
+) -> httpx.Response:
+    return await api.http.get(
+        f"/api/v1/agent/sessions/{target}/participants",
+        params=_params(scope),
+        headers=api.auth(agent),
+    )
+
+
+ENDPOINTS: dict[str, Call] = {
+    "read_mail": read_mail,
+    "thread": read_thread,
+    "participants": participants,
+}
+
+
+@pytest.mark.parametrize("seed", [11, 404])
+async def test_search_returns_exactly_the_mail_the_rule_allows(api: Api, seed: int) -> None:
+    rng = random.Random(seed)
+    world = await build(api, rng, count=8)
+    for agent in AGENTS:
+        for scope in [None, *world.sessions]:
+            r = await api.http.get(
+                "/api/v1/agent/search",
+                params={"q": "task", "limit": "500", **_params(scope)},
+                headers=api.auth(agent),
+            )
+            if scope is not None and agent not in world.members[scope]:
+                assert r.status_code == 404, r.text
+                continue
+            assert r.status_code == 200, r.text
+            got = {m["id"] for m in r.json()["items"]}
+            want = {world.mail[t] for t in world.sessions if allowed(world, agent, scope, t)}
+            assert got == want, (agent, scope)
+
+
+@pytest.mark.parametrize("seed", [7, 2026])
+async def test_every_agent_read_endpoint_allows_exactly_the_rule(api: Api, seed: int) -> None:
+    rng = random.Random(seed)
+    world = await build(api, rng, count=8)
+    mismatches = []
+    checked = 0
+    for name, call in ENDPOINTS.items():
+        for agent in AGENTS:
+            for scope in [None, *world.sessions]:
+                for target in world.sessions:
+                    r = await call(api, world, agent, scope, target)
+                    want = allowed(world, agent, scope, target)
+                    got = r.status_code == 200
+                    if r.status_code not in (200, 404):
+                        mismatches.append((name, agent, scope, target, r.status_code, r.text))
+                    elif got != want:
+                        mismatches.append((name, agent, scope, target, r.status_code, want))
+                    checked += 1
+    assert checked == len(ENDPOINTS) * len(AGENTS) * (len(world.sessions) + 1) * len(world.sessions)
+    assert not mismatches, mismatches[:5]
+    # The world must exercise both outcomes, or the test proves nothing.
+    outcomes = {
+        allowed(world, a, sc, t)
+        for a in AGENTS
+        for sc in [None, *world.sessions]
+        for t in world.sessions
+    }
+    assert outcomes == {True, False}

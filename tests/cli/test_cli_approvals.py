@@ -1,0 +1,430 @@
+"""``agentmail permissions | approve | deny | answer | grants | revoke`` end to end.
+
+The real ``agentmail`` script runs as a subprocess against the real gateway
+(``gateway_process``). The agent's side is plain HTTP with the agent key, as a
+hook or bridge would do it: ana mails ``claude@/srv/shop.new`` to open a
+session, claude asks in it, ana decides from the command line, and the agent
+reads the outcome back through ``GET /api/v1/agent/permissions/{id}``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
+
+from mailui4agents import testing
+from mailui4agents.cli import approvals
+from mailui4agents.testing import GatewayProcess
+
+pytestmark = [pytest.mark.e2e]
+
+_SCRIPT = Path(sys.executable).with_name("agentmail")
+AGENTMAIL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mailui4agents.cli.main"]
+CLI_TIMEOUT = 30.0
+NEW_SESSION = "claude@/srv/shop.new"
+
+
+@dataclass
+class Cli:
+    """One principal's ``agentmail``: its own config directory and environment."""
+
+    url: str
+    config_home: Path
+    env: dict[str, str]
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*AGENTMAIL, *args],
+            env=testing.clean_env(
+                XDG_CONFIG_HOME=str(self.config_home), AGENTMAIL_URL=self.url, **self.env
+            ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=CLI_TIMEOUT,
+        )
+
+    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = self(*args)
+        assert result.returncode == 0, f"agentmail {' '.join(args)}: {result.stderr}"
+        assert "Traceback" not in result.stderr
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.ok(*args, "--json").stdout)
+
+
+@dataclass
+class World:
+    """The gateway, ana (CLI, logged in) and claude (an HTTP client with its key)."""
+
+    ana: Cli
+    claude_cli: Cli  # the same agent key, used to show the CLI refuses it
+    agent: httpx.Client
+    session_id: str
+    session_alias: str
+    _keys: Iterator[int]
+
+    def ask(self, **body: Any) -> dict[str, Any]:
+        """claude opens a request in the session: an approval of Bash by default."""
+        payload = {
+            "session_id": self.session_id,
+            "kind": "approval",
+            "tool_name": "Bash",
+            "tool_input": {"command": "npm test"},
+            "relay_key": f"relay-{next(self._keys)}",
+            **body,
+        }
+        payload = {name: value for name, value in payload.items() if value is not None}
+        r = self.agent.post("/api/v1/agent/permissions", json=payload)
+        assert r.status_code == 201, r.text
+        created: dict[str, Any] = r.json()
+        return created
+
+    def question(self, question: str, options: list[str] | None, **extra: Any) -> dict[str, Any]:
+        return self.ask(
+            kind="question",
+            tool_name=None,
+            tool_input=None,
+            question=question,
+            options=[{"label": label} for label in options] if options is not None else None,
+            **extra,
+        )
+
+    def seen_by_agent(self, request_id: str) -> dict[str, Any]:
+        r = self.agent.get(f"/api/v1/agent/permissions/{request_id}")
+        assert r.status_code == 200, r.text
+        seen: dict[str, Any] = r.json()
+        return seen
+
+
+@pytest.fixture
+def world(gateway_process: GatewayProcess, tmp_path: Path) -> Iterator[World]:
+    url = gateway_process.url
+    with httpx.Client(base_url=url, timeout=30) as http:
+        login = {"username": "admin", "password": ADMIN_PASSWORD}
+        admin = {
+            "Authorization": f"Bearer {http.post('/api/v1/auth/login', json=login).json()['token']}"
+        }
+        r = http.post(
+            "/api/v1/admin/users",
+            json={"username": "ana", "password": USER_PASSWORD},
+            headers=admin,
+        )
+        assert r.status_code == 201, r.text
+        r = http.post("/api/v1/admin/agents", json={"name": "claude"}, headers=admin)
+        assert r.status_code == 201, r.text
+        key = r.json()["key"]
+
+    ana = Cli(url, tmp_path / "xdg-ana", {})
+    ana.ok("login", "--username", "ana", "--password", USER_PASSWORD)  # a stored token
+    sent = ana.json("send", "--to", NEW_SESSION, "--subject", "Fix login", "--body", "please")
+    with httpx.Client(
+        base_url=url, timeout=30, headers={"Authorization": f"Bearer {key}"}
+    ) as agent:
+        yield World(
+            ana=ana,
+            claude_cli=Cli(url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": key}),
+            agent=agent,
+            session_id=sent["session_id"],
+            session_alias=sent["session_alias"],
+            _keys=count(1),
+        )
+
+
+# -- permissions --------------------------------------------------------------------------
+
+
+def test_permissions_lists_the_pending_request_with_agent_session_and_command(
+    world: World,
+) -> None:
+    request = world.ask(tool_input={"command": "npm test -- --watch=false"})
+
+    listing = world.ana.ok("permissions").stdout
+
+    [line] = listing.splitlines()
+    assert request["id"] in line
+    assert "claude" in line
+    assert world.session_alias in line
+    assert "Bash: npm test -- --watch=false" in line
+    assert [r["id"] for r in world.ana.json("permissions")] == [request["id"]]
+    assert world.ana.json("permissions", "--decided") == []
+    assert "No requests." in world.ana.ok("permissions", "--decided").stdout
+    only_here = world.ana.json("permissions", "--session", world.session_id)
+    assert [r["id"] for r in only_here] == [request["id"]]
+
+
+def test_all_and_decided_cannot_be_combined(world: World) -> None:
+    result = world.ana("permissions", "--all", "--decided")
+
+    assert result.returncode == 2
+    assert "--all or --decided" in result.stderr
+
+
+# -- approve / deny -----------------------------------------------------------------------
+
+
+def test_approve_with_a_note_reaches_the_agent(world: World) -> None:
+    request = world.ask()
+
+    result = world.ana.ok("approve", request["id"], "--note", "go ahead, tests only")
+
+    assert f"Approved {request['id']}" in result.stdout
+    assert "Granted" not in result.stdout
+    seen = world.seen_by_agent(request["id"])
+    assert seen["status"] == "approved"
+    assert seen["note"] == "go ahead, tests only"
+    assert seen["decided_by"] == "ana"
+    assert seen["grant_id"] is None
+    assert world.ana.json("permissions") == []
+    decided = world.ana.ok("permissions", "--decided").stdout
+    assert request["id"] in decided and "approved by ana" in decided
+
+
+def test_deciding_twice_is_a_gateway_error_on_stderr_exit_1(world: World) -> None:
+    request = world.ask()
+    world.ana.ok("approve", request["id"])
+
+    again = world.ana("deny", request["id"], "--note", "changed my mind")
+
+    assert again.returncode == 1
+    assert again.stderr.startswith("error: ") and "already approved" in again.stderr
+    assert "Traceback" not in again.stderr
+    assert world.seen_by_agent(request["id"])["status"] == "approved"
+
+
+def test_deny_needs_a_note(world: World) -> None:
+    request = world.ask(tool_input={"command": "rm -rf node_modules"})
+
+    bare = world.ana("deny", request["id"])
+    blank = world.ana("deny", request["id"], "--note", "  ")
+
+    assert bare.returncode == 2 and "--note" in bare.stderr
+    assert blank.returncode == 2 and "--note" in blank.stderr
+    assert world.seen_by_agent(request["id"])["status"] == "pending"
+
+    result = world.ana.ok("deny", request["id"], "--note", "use npm ci instead")
+
+    assert f"Denied {request['id']}" in result.stdout
+    seen = world.seen_by_agent(request["id"])
+    assert seen["status"] == "denied" and seen["note"] == "use npm ci instead"
+
+
+# -- grants -------------------------------------------------------------------------------
+
+
+def test_always_with_a_pattern_creates_a_grant_that_revoke_removes(world: World) -> None:
+    request = world.ask()
+
+    result = world.ana.ok("approve", request["id"], "--always", "--pattern", "npm")
+
+    seen = world.seen_by_agent(request["id"])
+    assert seen["status"] == "approved" and seen["grant_id"]
+    grant_id = seen["grant_id"]
+    assert "Granted: always allow Bash commands starting with 'npm'" in result.stdout
+    assert grant_id in result.stdout
+    [grant] = world.ana.json("grants")
+    assert grant["id"] == grant_id
+    assert (grant["tool_name"], grant["pattern"]) == ("Bash", "npm")
+    assert grant["session_id"] == world.session_id
+    assert grant_id in world.ana.ok("grants", "--session", world.session_id).stdout
+    # The grant works: the next npm command is approved without asking.
+    assert world.ask(tool_input={"command": "npm run build"})["status"] == "approved"
+
+    revoked = world.ana.ok("revoke", grant_id)
+
+    assert f"Revoked grant {grant_id}" in revoked.stdout
+    assert world.ana.json("grants") == []
+    assert "No grants." in world.ana.ok("grants").stdout
+    assert world.ask(tool_input={"command": "npm run build"})["status"] == "pending"
+
+
+def test_pattern_alone_implies_always(world: World) -> None:
+    request = world.ask()
+
+    world.ana.ok("approve", request["id"], "--pattern", "npm test")
+
+    [grant] = world.ana.json("grants")
+    assert grant["pattern"] == "npm test"
+
+
+# -- answer -------------------------------------------------------------------------------
+
+
+def test_answer_with_an_option(world: World) -> None:
+    asked = world.question("Which database?", ["staging", "prod"])
+    assert "question: Which database? [staging | prod]" in world.ana.ok("permissions").stdout
+
+    result = world.ana.ok("answer", asked["id"], "--option", "staging")
+
+    assert f"Answered {asked['id']}: staging" in result.stdout
+    seen = world.seen_by_agent(asked["id"])
+    assert seen["status"] == "approved" and seen["answers"] == ["staging"]
+
+
+def test_answer_with_several_options_for_a_multi_select_question(world: World) -> None:
+    asked = world.question("Which checks?", ["lint", "types", "tests"], multi_select=True)
+
+    world.ana.ok("answer", asked["id"], "--option", "lint", "--option", "tests")
+
+    assert world.seen_by_agent(asked["id"])["answers"] == ["lint", "tests"]
+
+
+def test_answer_with_free_text(world: World) -> None:
+    asked = world.question("Branch name?", None)
+
+    world.ana.ok("answer", asked["id"], "--text", "fix/login")
+
+    seen = world.seen_by_agent(asked["id"])
+    assert seen["status"] == "approved" and seen["answers"] == ["fix/login"]
+
+
+def test_an_unknown_option_exits_1_naming_it(world: World) -> None:
+    asked = world.question("Which database?", ["staging", "prod"])
+
+    result = world.ana("answer", asked["id"], "--option", "dev")
+
+    assert result.returncode == 1
+    assert "'dev'" in result.stderr and "staging" in result.stderr
+    assert world.seen_by_agent(asked["id"])["status"] == "pending"
+
+
+@pytest.mark.parametrize(
+    ("options", "text", "needs"),
+    [(["staging"], None, "--text"), ([], "staging", "--option")],
+)
+def test_the_wrong_kind_of_answer_exits_1_saying_which_to_use(
+    world: World, options: list[str], text: str | None, needs: str
+) -> None:
+    free = world.question("Branch name?", None)
+    choice = world.question("Which database?", ["staging", "prod"])
+    target = free if text is None else choice
+    args = [arg for label in options for arg in ("--option", label)]
+    if text is not None:
+        args += ["--text", text]
+
+    result = world.ana("answer", target["id"], *args)
+
+    assert result.returncode == 1
+    assert needs in result.stderr
+    assert world.seen_by_agent(target["id"])["status"] == "pending"
+
+
+@pytest.mark.parametrize(
+    "args", [["--option", "staging", "--text", "staging"], []], ids=["both", "neither"]
+)
+def test_answer_needs_exactly_one_of_option_and_text(world: World, args: list[str]) -> None:
+    asked = world.question("Which database?", ["staging", "prod"])
+
+    result = world.ana("answer", asked["id"], *args)
+
+    assert result.returncode == 2
+    assert "--option" in result.stderr and "--text" in result.stderr
+    assert world.seen_by_agent(asked["id"])["status"] == "pending"
+
+
+def test_answering_an_approval_request_points_at_approve_and_deny(world: World) -> None:
+    request = world.ask()
+
+    result = world.ana("answer", request["id"], "--text", "yes")
+
+    assert result.returncode == 1
+    assert "agentmail approve" in result.stderr
+    assert world.seen_by_agent(request["id"])["status"] == "pending"
+
+
+def test_approving_a_question_points_at_answer(world: World) -> None:
+    asked = world.question("Which database?", ["staging", "prod"])
+
+    result = world.ana("approve", asked["id"])
+
+    assert result.returncode == 1
+    assert f"agentmail answer {asked['id']}" in result.stderr
+
+
+# -- who may decide -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["permissions"],
+        ["approve", "{id}"],
+        ["deny", "{id}", "--note", "no"],
+        ["answer", "{id}", "--text", "x"],
+        ["grants"],
+        ["revoke", "{id}"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_an_agent_key_is_refused_with_a_clear_message(world: World, command: list[str]) -> None:
+    request = world.ask()
+
+    result = world.claude_cli(*(arg.format(id=request["id"]) for arg in command))
+
+    assert result.returncode == 1
+    assert "agent key" in result.stderr and "person" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert world.seen_by_agent(request["id"])["status"] == "pending"
+
+
+def test_an_agent_key_passed_as_a_token_is_refused_too(world: World) -> None:
+    key = world.claude_cli.env["AGENTMAIL_KEY"]
+    disguised = Cli(world.ana.url, world.claude_cli.config_home, {"AGENTMAIL_TOKEN": key})
+
+    result = disguised("permissions")
+
+    assert result.returncode == 1 and "agent key" in result.stderr
+
+
+def test_without_any_credential_it_says_how_to_log_in(world: World, tmp_path: Path) -> None:
+    nobody = Cli(world.ana.url, tmp_path / "xdg-nobody", {})
+
+    result = nobody("permissions")
+
+    assert result.returncode == 1 and "agentmail login" in result.stderr
+
+
+# -- pure formatting (no gateway) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("created", "shown"),
+    [
+        ("2025-01-02T03:04:50Z", "10s"),
+        ("2025-01-02T03:00:00Z", "5m"),
+        ("2025-01-01T23:05:00+00:00", "4h"),
+        ("2024-12-30T03:05:00Z", "3d"),
+        ("2025-01-02T03:06:00Z", "0s"),  # a clock slightly ahead is not negative
+        ("yesterday", "?"),
+        (None, "?"),
+    ],
+)
+def test_age_is_short(created: str | None, shown: str) -> None:
+    now = datetime(2025, 1, 2, 3, 5, 0, tzinfo=UTC)
+
+    assert approvals.age(created, now) == shown
+
+
+@pytest.mark.parametrize(
+    ("grant", "text"),
+    [
+        ({"tool_name": "Bash", "pattern": None}, "always allow Bash (any input)"),
+        ({"tool_name": "Bash", "pattern": "npm"}, "commands starting with 'npm'"),
+        ({"tool_name": "Write", "pattern": "/srv/shop"}, "Write on paths under '/srv/shop'"),
+    ],
+)
+def test_grant_text_says_what_the_pattern_covers(grant: dict[str, Any], text: str) -> None:
+    assert text in approvals.grant_text(grant)
