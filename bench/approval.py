@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -36,25 +35,12 @@ from typing import Any
 import httpx
 
 from mailui4agents.client.sse import SSEParser
-from mailui4agents.testing import GatewayProcess, clean_env
+from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+from stats import pct, summary  # bench/stats.py: the script's own folder is on sys.path
 
 ADMIN_PASSWORD = "bench-admin-password"
 USER_PASSWORD = "bench-user-password"
-FAST_HASH_ENV = {"AGENTMAIL_ARGON2_TIME_COST": "1", "AGENTMAIL_ARGON2_MEMORY_KIB": "64"}
 HOOK = [sys.executable, "-m", "mailui4agents.cli.main", "hook", "claude-code"]
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
-def summary(name: str, ms: list[float]) -> str:
-    return (
-        f"{name}: n={len(ms)} p50={pct(ms, 50):.1f} p99={pct(ms, 99):.1f} "
-        f"mean={statistics.fmean(ms):.1f} min={min(ms):.1f} max={max(ms):.1f} ms"
-    )
 
 
 def claude_input(tool_name: str, tool_input: dict[str, Any], tool_use_id: str) -> bytes:

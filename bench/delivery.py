@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -28,21 +27,9 @@ import httpx
 
 from mailui4agents.client.sse import SSEParser
 from mailui4agents.testing import GatewayProcess, clean_env
+from stats import summary  # bench/stats.py: the script's own folder is on sys.path
 
 ADMIN_PASSWORD = "bench-admin-password"
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
-def summary(name: str, ms: list[float]) -> str:
-    return (
-        f"{name}: n={len(ms)} p50={pct(ms, 50):.2f} ms p95={pct(ms, 95):.2f} ms "
-        f"p99={pct(ms, 99):.2f} ms mean={statistics.fmean(ms):.2f} ms max={max(ms):.2f} ms"
-    )
 
 
 async def setup(http: httpx.AsyncClient, agents: int) -> tuple[str, list[str]]:

@@ -14,7 +14,7 @@ import pytest
 
 from mailui4agents.app import create_app
 from mailui4agents.settings import Settings
-from mailui4agents.testing import GatewayProcess, clean_env
+from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 
 ADMIN_PASSWORD = "admin-password-for-tests"
 USER_PASSWORD = "user-password-for-tests"
@@ -25,8 +25,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-# Cheap password hashes in tests; production keeps the strong default.
-FAST_HASH_ENV = {"AGENTMAIL_ARGON2_TIME_COST": "1", "AGENTMAIL_ARGON2_MEMORY_KIB": "64"}
 
 
 def fast_settings(tmp_path: Path, **overrides: Any) -> Settings:

@@ -11,6 +11,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Cheap password hashes for tests and benchmarks; production keeps the strong default.
+FAST_HASH_ENV = {"AGENTMAIL_ARGON2_TIME_COST": "1", "AGENTMAIL_ARGON2_MEMORY_KIB": "64"}
+
 _LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 
 

@@ -25,7 +25,7 @@ from mailui4agents.db.tables import (
 from mailui4agents.db.types import UTCDateTime
 from mailui4agents.domain.addresses import AddressError, format_parts
 from mailui4agents.errors import not_found
-from mailui4agents.services import mail, scope
+from mailui4agents.services import mail, scope, sessions
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import MailContext, session_address
@@ -34,17 +34,6 @@ from mailui4agents.settings import Settings
 ROLE_ORDER = ("from", "to", "cc")
 SUGGEST_LIMIT = 20
 FORWARD_MARK = "---------- Forwarded mail ----------"
-
-
-def sessions_of(name: str) -> Any:
-    """Ids of the sessions `name` sent or received mail in (a subquery)."""
-    sent = select(MailRow.session_id).where(MailRow.from_name == name)
-    got = (
-        select(MailRow.session_id)
-        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
-        .where(RecipientRow.name == name)
-    )
-    return sent.union(got)
 
 
 def readable_session_ids(
@@ -58,7 +47,7 @@ def readable_session_ids(
     """
     stmt = select(SessionRow.id)
     if not (admin_all and reader.is_admin):
-        stmt = stmt.where(SessionRow.id.in_(sessions_of(reader.name)))
+        stmt = stmt.where(SessionRow.id.in_(sessions.sessions_of(reader.name)))
     if workspace is not None:
         stmt = stmt.where(SessionRow.workspace == workspace)
     return stmt
@@ -332,7 +321,7 @@ async def _sessions(
                 SessionRow.alias.is_not(None),
                 SessionRow.alias.startswith(partial, autoescape=True),
                 SessionRow.id.in_(readable_session_ids(reader, workspace)),
-                SessionRow.id.in_(sessions_of(name)),
+                SessionRow.id.in_(sessions.sessions_of(name)),
             )
             .order_by(recent.desc(), SessionRow.alias)
             .limit(limit)

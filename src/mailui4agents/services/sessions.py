@@ -168,7 +168,7 @@ async def alias_not_found(
     known = (
         await s.scalars(
             select(SessionRow.alias).where(
-                SessionRow.workspace == workspace, SessionRow.id.in_(_sessions_of(sender.name))
+                SessionRow.workspace == workspace, SessionRow.id.in_(sessions_of(sender.name))
             )
         )
     ).all()
@@ -338,7 +338,7 @@ async def participants(s: AsyncSession, session_id: str) -> list[tuple[str, bool
     return sorted(seen.items())
 
 
-def _sessions_of(name: str) -> Any:
+def sessions_of(name: str) -> Any:
     """A subquery of the ids of sessions `name` sent or received mail in."""
     sent = select(MailRow.session_id).where(MailRow.from_name == name)
     got = (
@@ -402,7 +402,7 @@ async def list_sessions(
 ) -> tuple[list[dict[str, Any]], str | None]:
     stmt = select(SessionRow)
     if not who.is_admin:
-        stmt = stmt.where(SessionRow.id.in_(_sessions_of(who.name)))
+        stmt = stmt.where(SessionRow.id.in_(sessions_of(who.name)))
     if status:
         stmt = stmt.where(SessionRow.status == status)
     if workspace is not None:
