@@ -25,8 +25,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-
-
 def fast_settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(
         data_dir=tmp_path / "data",
