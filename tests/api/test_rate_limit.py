@@ -34,3 +34,23 @@ async def test_session_creation_is_rate_limited_per_sender(api: Api) -> None:
     assert (
         await people.send("ana", ["claude@/srv/shop.claude-s0"], subject="x")
     ).status_code == 201
+
+
+async def test_adopting_platform_sessions_counts_toward_the_same_limit(api: Api) -> None:
+    await api.agent("claude")
+    await api.user("ana")
+    sessions = [
+        {"platform_id": f"p{i}", "slug": f"term-{i}", "title": f"t{i}", "cwd": "/srv/shop"}
+        for i in range(4)
+    ]
+    r = await api.http.post(
+        "/api/v1/agent/heartbeat",
+        json={"platform_sessions": sessions},
+        headers=api.auth("claude"),
+    )
+    assert r.status_code == 200
+    for i in range(3):
+        ok = await api.send("ana", [f"claude@/srv/shop.term-{i}"], subject="adopt")
+        assert ok.status_code == 201, ok.text
+    r = await api.send("ana", ["claude@/srv/shop.term-3"], subject="adopt")
+    assert r.status_code == 429  # adoption is no back door around the limit
