@@ -59,12 +59,13 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         if generated and callable(on_admin_password):
             on_admin_password(generated)
         app.state.gateway = gw
+        stop = anyio.Event()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(scheduler.run, gw)
+            tg.start_soon(scheduler.run, gw, stop)
             try:
                 yield
             finally:
-                tg.cancel_scope.cancel()
+                stop.set()  # the pass in progress finishes; nothing is cut midway
         await gw.db.dispose()
 
     app = FastAPI(

@@ -23,8 +23,12 @@ CLOSED_PORT_URL = "http://127.0.0.1:1"  # nothing listens on port 1: connection 
 
 
 def all_command_paths(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command path, loading lazily registered commands the way click does."""
     paths = [prefix]
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             paths.extend(all_command_paths(command, (*prefix, name)))
         else:
@@ -179,3 +183,38 @@ def test_an_unread_mail_is_marked_in_the_inbox_listing() -> None:
         }
     )
     assert mail_line(mail) == "* m1  2025-01-02 03:04  ana@.  hi"
+
+
+def test_a_hook_loads_neither_other_commands_nor_the_http_client() -> None:
+    """A hook runs once per tool call: a read tool must be decided without importing
+    httpx, and a broken import in another command cannot make it crash (exit 1
+    lets the tool run)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from mailui4agents.cli.main import main\n"
+        "try:\n"
+        "    main(['hook', 'claude-code'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = [m for m in ('httpx', 'mailui4agents.cli.approvals', 'mailui4agents.cli.mail',"
+        " 'mailui4agents.client.client') if m in sys.modules]\n"
+        "print('LOADED', loaded, file=sys.stderr)\n"
+    )
+    stdin = json.dumps(
+        {
+            "session_id": "s",
+            "cwd": "/tmp",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Read",
+            "tool_input": {"file_path": "/tmp/x"},
+            "tool_use_id": "t",
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], input=stdin, capture_output=True, text=True, timeout=60
+    )
+    assert '"permissionDecision":"allow"' in result.stdout, result.stderr
+    assert "LOADED []" in result.stderr, result.stderr

@@ -1,19 +1,65 @@
-"""The ``agentmail`` command group; each command lives in its own module."""
+"""The ``agentmail`` command group; each command lives in its own module.
+
+Commands are imported only when they run. Two reasons: a hook runs once per tool
+call of an agent, so it must not pay for importing every other command (and the
+HTTP client when a decision needs no gateway); and a broken import in one command
+must not break the others — a hook that crashes on start-up exits 1, which
+Claude Code and Gemini treat as "go ahead".
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from mailui4agents import __version__
-from mailui4agents.cli import approvals, discovery, install
-from mailui4agents.cli.admin import agent, user
-from mailui4agents.cli.auth import login
-from mailui4agents.cli.hook import hook
-from mailui4agents.cli.mail import inbox, read, send, thread
-from mailui4agents.cli.watch import watch
+
+# command name -> "module:attribute"
+COMMANDS = {
+    "serve": "mailui4agents.cli.serve:serve",
+    "user": "mailui4agents.cli.admin:user",
+    "agent": "mailui4agents.cli.admin:agent",
+    "login": "mailui4agents.cli.auth:login",
+    "send": "mailui4agents.cli.mail:send",
+    "inbox": "mailui4agents.cli.mail:inbox",
+    "read": "mailui4agents.cli.mail:read",
+    "thread": "mailui4agents.cli.mail:thread",
+    "watch": "mailui4agents.cli.watch:watch",
+    "forward": "mailui4agents.cli.discovery:forward",
+    "search": "mailui4agents.cli.discovery:search",
+    "contacts": "mailui4agents.cli.discovery:contacts",
+    "permissions": "mailui4agents.cli.approvals:permissions",
+    "approve": "mailui4agents.cli.approvals:approve",
+    "deny": "mailui4agents.cli.approvals:deny",
+    "answer": "mailui4agents.cli.approvals:answer",
+    "grants": "mailui4agents.cli.approvals:grants",
+    "revoke": "mailui4agents.cli.approvals:revoke",
+    "hook": "mailui4agents.cli.hook:hook",
+    "install-hook": "mailui4agents.cli.install:install_hook",
+    "mcp": "mailui4agents.cli.mcp_cmd:mcp",
+    "install-mcp": "mailui4agents.cli.install_mcp:install_mcp",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{target} is not a click command")
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agentmail")
 def main() -> None:
     """Mail between people and AI coding agents.
@@ -21,31 +67,6 @@ def main() -> None:
     Client commands read AGENTMAIL_URL and AGENTMAIL_KEY (agents) or
     AGENTMAIL_TOKEN (people), falling back to what `agentmail login` stored.
     """
-
-
-for command in (user, agent, login, send, inbox, read, thread, watch):
-    main.add_command(command)
-main.add_command(hook)
-main.add_command(approvals.permissions)
-main.add_command(approvals.approve)
-main.add_command(approvals.deny)
-main.add_command(approvals.answer)
-main.add_command(approvals.grants)
-main.add_command(approvals.revoke)
-main.add_command(install.install_hook)
-main.add_command(discovery.forward)
-main.add_command(discovery.search)
-main.add_command(discovery.contacts)
-
-try:
-    from mailui4agents.cli.serve import serve  # type: ignore[import-not-found, unused-ignore]
-except ModuleNotFoundError as missing:
-    # Only the gateway command itself may be absent (it is written separately);
-    # a broken import inside it must still fail loudly.
-    if missing.name != "mailui4agents.cli.serve":
-        raise
-else:
-    main.add_command(serve)
 
 
 if __name__ == "__main__":

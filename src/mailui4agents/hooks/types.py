@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from mailui4agents.client import ClientConfig
+from mailui4agents.client.config import ClientConfig
 
 Verdict = Literal["allow", "deny", "ask"]
 

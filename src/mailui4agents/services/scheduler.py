@@ -44,10 +44,14 @@ async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepRe
     return result
 
 
-async def run(gw: Gateway) -> None:
-    """Run forever; a failed pass is logged and retried on the next tick."""
+async def run(gw: Gateway, stop: anyio.Event) -> None:
+    """Run until `stop` is set; a failed pass is logged and retried on the next tick.
+
+    Shutdown waits for the pass in progress instead of cancelling it: cancelling
+    an aiosqlite call midway left its connection's close pending forever, and the
+    process hung on exit."""
     last_sweep: float | None = None
-    while True:
+    while not stop.is_set():
         try:
             await tick(gw)
         except Exception:  # keep the scheduler alive; the next pass retries
@@ -58,4 +62,5 @@ async def run(gw: Gateway) -> None:
                 await sweep_blobs(gw)
             except Exception:  # the next sweep retries
                 log.exception("blob sweep failed")
-        await anyio.sleep(gw.settings.scheduler_interval_s)
+        with anyio.move_on_after(gw.settings.scheduler_interval_s):
+            await stop.wait()
