@@ -354,19 +354,29 @@ def install_hook(platform_name: str, project: str | None, timeout: int | None) -
         fail(f"not changing {path}: {error}")
     for warning in _timeout_warnings(platform, command, timeout or platform.default_timeout_s):
         click.echo(f"warning: {warning}", err=True)
+    report(
+        result,
+        executable,
+        unchanged=f"agentmail hook for {platform.name} already installed in {path}; no change.",
+        done=f"Installed the agentmail hook for {platform.name} in {path}.",
+    )
+
+
+def report(result: Result, executable: str | None, *, unchanged: str, done: str) -> None:
+    """Tell what an install did: warnings, then the diff, or that nothing changed."""
     if executable is None:
         click.echo(
-            "warning: the agentmail executable was not found; the hook calls plain "
+            "warning: the agentmail executable was not found; the entry runs plain "
             "`agentmail`, which must be on the PATH the agent runs with",
             err=True,
         )
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     if not result.changed:
-        click.echo(f"agentmail hook for {platform.name} already installed in {path}; no change.")
+        click.echo(unchanged)
         return
     click.echo(result.diff, nl=False)
-    click.echo(f"Installed the agentmail hook for {platform.name} in {path}.")
+    click.echo(done)
 
 
 def _timeout_warnings(platform: Platform, command: str, timeout_s: int) -> list[str]:

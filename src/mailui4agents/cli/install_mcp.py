@@ -332,18 +332,11 @@ def install_mcp(platform_name: str, project: str | None, ask_timeout: int) -> No
         result = install_server(platform, path, command, ask_timeout)
     except (install.SettingsError, OSError) as error:
         fail(f"not changing {path}: {error}")
-    if executable is None:
-        click.echo(
-            "warning: the agentmail executable was not found; the entry runs plain "
-            "`agentmail`, which must be on the PATH the agent runs with",
-            err=True,
-        )
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    if not result.changed:
-        click.echo(f"agentmail MCP server for {platform.name} already in {path}; no change.")
-        return
-    click.echo(result.diff, nl=False)
-    click.echo(f"Added the agentmail MCP server for {platform.name} to {path}.")
-    if platform.name == "codex" and project is not None:
+    install.report(
+        result,
+        executable,
+        unchanged=f"agentmail MCP server for {platform.name} already in {path}; no change.",
+        done=f"Added the agentmail MCP server for {platform.name} to {path}.",
+    )
+    if result.changed and platform.name == "codex" and project is not None:
         click.echo("Codex reads a project's .codex/config.toml only when the project is trusted.")
