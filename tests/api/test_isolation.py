@@ -28,6 +28,7 @@ class World:
     workspace: dict[str, str] = field(default_factory=dict)
     members: dict[str, set[str]] = field(default_factory=dict)
     mail: dict[str, str] = field(default_factory=dict)
+    attachment: dict[str, str] = field(default_factory=dict)
 
 
 async def build(api: Api, rng: random.Random, count: int) -> World:
@@ -38,7 +39,18 @@ async def build(api: Api, rng: random.Random, count: int) -> World:
     for i in range(count):
         ws = rng.choice(WORKSPACES)
         chosen = rng.sample(AGENTS, rng.randint(1, 2))
-        r = await api.send("h1", [f"{a}@{ws}.new" for a in chosen], subject=f"task {i}")
+        up = await api.http.post(
+            "/api/v1/attachments",
+            files={"file": (f"spec-{i}.txt", f"spec {i}".encode(), "text/plain")},
+            headers=api.auth("h1"),
+        )
+        assert up.status_code == 201, up.text
+        r = await api.send(
+            "h1",
+            [f"{a}@{ws}.new" for a in chosen],
+            subject=f"task {i}",
+            attachment_ids=[up.json()["attachment_id"]],
+        )
         assert r.status_code == 201, r.text
         m = r.json()
         sid = m["session_id"]
@@ -46,6 +58,7 @@ async def build(api: Api, rng: random.Random, count: int) -> World:
         world.workspace[sid] = ws
         world.members[sid] = set(chosen)
         world.mail[sid] = m["id"]
+        world.attachment[sid] = up.json()["attachment_id"]
     return world
 
 
@@ -93,10 +106,21 @@ async def participants(
     )
 
 
+async def download(
+    api: Api, w: World, agent: str, scope: str | None, target: str
+) -> httpx.Response:
+    return await api.http.get(
+        f"/api/v1/agent/attachments/{w.attachment[target]}",
+        params=_params(scope),
+        headers=api.auth(agent),
+    )
+
+
 ENDPOINTS: dict[str, Call] = {
     "read_mail": read_mail,
     "thread": read_thread,
     "participants": participants,
+    "download_attachment": download,
 }
 
 
