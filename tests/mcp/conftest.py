@@ -18,27 +18,16 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import CallToolResult, TextContent
 
 from mailui4agents.app import create_app
+from mailui4agents.domain.policy import MAIL_TOOL_NAMES
 from mailui4agents.mcp.runtime import Runtime
 from mailui4agents.mcp.server import build_server
 from mailui4agents.settings import Settings
 from mailui4agents.testing import clean_env
 from tests.conftest import ADMIN_PASSWORD, Api
 
-TOOLS = {
-    "send_mail",
-    "read_inbox",
-    "read_mail",
-    "read_thread",
-    "forward_mail",
-    "upload_attachment",
-    "download_attachment",
-    "suggest_address",
-    "list_contacts",
-    "session_participants",
-    "search_mail",
-    "ask_human",
-    "connect_to_server",
-}
+# The hook policy's list of our mail tools (always allowed, even in plan mode) and
+# the tools this server offers must be the same set: one source, checked here.
+TOOLS = set(MAIL_TOOL_NAMES)
 READ_ONLY = {
     "read_inbox",
     "read_mail",
