@@ -7,9 +7,22 @@ import pytest
 from mailui4agents.app import create_app
 from mailui4agents.settings import Settings
 
-# (method, path) pairs of API.md that this gateway implements so far. Attachments,
-# forward, search, contacts and participants come with the complete-mail issue.
+# (method, path) pairs of API.md (and of docs/design.md's extensions).
 CONTRACT = [
+    ("post", "/api/v1/agent/mail/{mail_id}/forward"),
+    ("post", "/api/v1/mail/{mail_id}/forward"),
+    ("get", "/api/v1/agent/sessions/{id}/participants"),
+    ("get", "/api/v1/agent/contacts"),
+    ("get", "/api/v1/agent/contacts/suggest"),
+    ("get", "/api/v1/contacts/suggest"),
+    ("get", "/api/v1/agent/search"),
+    ("get", "/api/v1/search"),
+    ("post", "/api/v1/agent/attachments"),
+    ("get", "/api/v1/agent/attachments/{attachment_id}"),
+    ("post", "/api/v1/attachments"),
+    ("get", "/api/v1/attachments/{attachment_id}"),
+    ("get", "/api/v1/agent/sessions/{session_id}"),
+    ("post", "/api/v1/agent/sessions/interactive"),
     ("post", "/api/v1/auth/login"),
     ("post", "/api/v1/auth/tokens"),
     ("post", "/api/v1/mail"),
