@@ -237,15 +237,19 @@ def merge(
     return merged, warnings
 
 
-def read_settings(path: Path) -> dict[str, Any] | None:
-    """The settings object, None when the file does not exist (or is blank)."""
+def read_text(path: Path) -> str | None:
+    """The file's text, None when it does not exist."""
     try:
-        raw = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as error:
         raise SettingsError(f"cannot read it: {error}") from error
-    if not raw.strip():
+
+
+def parse_settings(raw: str | None) -> dict[str, Any] | None:
+    """The settings object in ``raw``, None when there is none (or it is blank)."""
+    if raw is None or not raw.strip():
         return None
     try:
         data = json.loads(raw)
@@ -256,6 +260,11 @@ def read_settings(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise SettingsError("it is valid JSON but not an object")
     return data
+
+
+def read_settings(path: Path) -> dict[str, Any] | None:
+    """The settings object, None when the file does not exist (or is blank)."""
+    return parse_settings(read_text(path))
 
 
 def render(settings: dict[str, Any]) -> str:
@@ -300,19 +309,23 @@ def install(
     after, warnings = merge(before, platform, handler)
     if existing is not None and after == existing:
         return Result(settings_path, False, "", tuple(warnings))
-    old_text = render(existing) if existing is not None else ""
-    new_text = render(after)
+    old_text = render(existing) if existing is not None else None
+    return write_changes(settings_path, old_text, render(after), warnings)
+
+
+def write_changes(path: Path, old: str | None, new: str, warnings: list[str]) -> Result:
+    """Write ``new`` atomically and describe the change as a unified diff."""
     diff = "".join(
         difflib.unified_diff(
-            old_text.splitlines(keepends=True),
-            new_text.splitlines(keepends=True),
-            fromfile=f"{settings_path} (before)" if existing is not None else "/dev/null",
-            tofile=str(settings_path),
+            (old or "").splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"{path} (before)" if old is not None else "/dev/null",
+            tofile=str(path),
             n=2,
         )
     )
-    write_atomically(settings_path, new_text)
-    return Result(settings_path, True, diff, tuple(warnings))
+    write_atomically(path, new)
+    return Result(path, True, diff, tuple(warnings))
 
 
 def settings_path_for(platform: Platform, project: str | None) -> Path:

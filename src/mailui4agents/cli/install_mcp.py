@@ -33,7 +33,6 @@ agentmail table must read back exactly as before, or nothing is written.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -255,37 +254,17 @@ def merge_toml(text: str, block: str) -> str:
 # -- installing --------------------------------------------------------------------------------
 
 
-def _diff(path: Path, old: str | None, new: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            new.splitlines(keepends=True),
-            fromfile=f"{path} (before)" if old is not None else "/dev/null",
-            tofile=str(path),
-            n=2,
-        )
-    )
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise install.SettingsError(f"cannot read it: {error}") from error
-
-
 def install_server(
     platform: Platform, path: Path, command: list[str], ask_timeout_s: int
 ) -> install.Result:
     """Merge our server into ``path``; write only when something changes."""
     warnings: list[str] = []
+    current = install.read_text(path)
     if platform.kind == "toml":
-        old = _read_text(path)
+        old = current
         new = merge_toml(old or "", codex_block(command, ask_timeout_s))
     else:
-        existing = install.read_settings(path)
+        existing = install.parse_settings(current)
         entry = json_entry(platform, command, ask_timeout_s)
         merged, warnings = merge_json(platform, existing or {}, entry, ask_timeout_s)
         if existing is not None and merged == existing:
@@ -294,9 +273,7 @@ def install_server(
         new = install.render(merged)
     if old is not None and new == old:
         return install.Result(path, False, "", tuple(warnings))
-    current = _read_text(path)
-    install.write_atomically(path, new)
-    return install.Result(path, True, _diff(path, current, new), tuple(warnings))
+    return install.write_changes(path, current, new, warnings)
 
 
 @click.command("install-mcp")
