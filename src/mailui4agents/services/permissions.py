@@ -10,7 +10,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -434,17 +434,10 @@ async def cancel_pending(s: AsyncSession, session_id: str, by: str) -> int:
 async def list_for_human(
     s: AsyncSession, human: Principal, status: str | None, session_id: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    from mailui4agents.db.tables import MailRow, RecipientRow
-
-    mine = (
-        select(MailRow.session_id)
-        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
-        .where(RecipientRow.name == human.name)
-    )
     stmt = select(PermissionRow, SessionRow).join(
         SessionRow, SessionRow.id == PermissionRow.session_id
     )
-    stmt = stmt.where(PermissionRow.session_id.in_(mine))
+    stmt = stmt.where(PermissionRow.session_id.in_(sessions.sessions_of(human.name)))
     if status == "pending":
         stmt = stmt.where(PermissionRow.status == "pending")
     elif status == "decided":
@@ -456,8 +449,6 @@ async def list_for_human(
 
 
 async def pending_count(s: AsyncSession, session_id: str) -> int:
-    from sqlalchemy import func
-
     n = await s.scalar(
         select(func.count(PermissionRow.id)).where(
             PermissionRow.session_id == session_id, PermissionRow.status == "pending"
@@ -483,15 +474,14 @@ async def list_grants(
     s: AsyncSession, human: Principal, session_id: str | None, include_revoked: bool
 ) -> list[dict[str, Any]]:
     stmt = select(GrantRow)
+    if not human.is_admin:
+        # One query, not one participant lookup per grant.
+        stmt = stmt.where(GrantRow.session_id.in_(sessions.sessions_of(human.name)))
     if session_id is not None:
         stmt = stmt.where(GrantRow.session_id == session_id)
     if not include_revoked:
         stmt = stmt.where(GrantRow.revoked_at.is_(None))
-    out = []
-    for g in (await s.scalars(stmt.order_by(GrantRow.created_at))).all():
-        if human.is_admin or human.name in await _humans(s, g.session_id):
-            out.append(grant_out(g))
-    return out
+    return [grant_out(g) for g in (await s.scalars(stmt.order_by(GrantRow.created_at))).all()]
 
 
 async def revoke_grant(s: AsyncSession, human: Principal, grant_id: str) -> dict[str, Any]:
