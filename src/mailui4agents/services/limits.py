@@ -11,9 +11,24 @@ from sqlalchemy import and_, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow
+from mailui4agents.domain.relay_keys import RELAY_KEY_MAX_BYTES
 from mailui4agents.errors import ApiError
 from mailui4agents.services.principals import Principal
 from mailui4agents.settings import Settings
+
+
+def check_relay_key(key: str) -> None:
+    """A relay key fits in RELAY_KEY_MAX_BYTES (clients shorten longer ones with
+    clamp_relay_key); refused with 400 otherwise."""
+    size = len(key.encode())
+    if size > RELAY_KEY_MAX_BYTES:
+        raise ApiError(
+            400,
+            "relay_key_too_long",
+            f"relay_key is {size} bytes; at most {RELAY_KEY_MAX_BYTES} "
+            "(clients shorten long keys with ':sha256:<hex>')",
+            field="relay_key",
+        )
 
 
 def counts_toward_budget(relay: bool, recipients_human: list[bool]) -> bool:

@@ -19,9 +19,6 @@ from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.views import MailContext, delivery_fields, mail_out
 from mailui4agents.settings import Settings
 
-RELAY_KEY_MAX_BYTES = 160
-
-
 _ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/])")
 
 
@@ -75,14 +72,7 @@ async def send_mail(
 ) -> tuple[int, dict[str, Any]]:
     """Store a mail and one `new_mail` event per recipient. Returns (status, body)."""
     if relay_key is not None:
-        if len(relay_key.encode()) > RELAY_KEY_MAX_BYTES:
-            raise ApiError(
-                400,
-                "relay_key_too_long",
-                f"relay_key is {len(relay_key.encode())} bytes; at most "
-                f"{RELAY_KEY_MAX_BYTES} (clients shorten long keys with ':sha256:<hex>')",
-                field="relay_key",
-            )
+        limits.check_relay_key(relay_key)
         dup = await s.scalar(
             select(MailRow.id).where(
                 MailRow.relay_key == relay_key, MailRow.from_name == sender.name

@@ -19,10 +19,9 @@ from mailui4agents.db.types import utcnow
 from mailui4agents.domain.grants import GrantRule, grant_matches
 from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.modes import mode_for_deciding
-from mailui4agents.domain.relay_keys import RELAY_KEY_MAX_BYTES
 from mailui4agents.errors import ApiError, conflict, forbidden, invalid_value, not_found
 from mailui4agents.events import log
-from mailui4agents.services import mail, sessions
+from mailui4agents.services import limits, mail, sessions
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal, principal_key
 
@@ -125,13 +124,7 @@ async def create_request(
     timeout_s: int | None,
 ) -> tuple[int, dict[str, Any]]:
     """Open a request. Returns (status, body): 201 PermissionOut, or 200 duplicate."""
-    if len(relay_key.encode()) > RELAY_KEY_MAX_BYTES:
-        raise ApiError(
-            400,
-            "relay_key_too_long",
-            f"relay_key is {len(relay_key.encode())} bytes; at most {RELAY_KEY_MAX_BYTES}",
-            field="relay_key",
-        )
+    limits.check_relay_key(relay_key)
     if not relay_key:
         raise invalid_value("relay_key", "relay_key must not be empty")
     _validate_shape(kind, tool_name, question, options, multi_select)
