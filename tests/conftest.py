@@ -69,10 +69,14 @@ class Api:
         assert r.status_code == 201, r.text
         return await self.login(name, USER_PASSWORD)
 
-    async def agent(self, name: str, workspaces: list[str] | None = None) -> str:
+    async def agent(
+        self, name: str, workspaces: list[str] | None = None, owners: list[str] | None = None
+    ) -> str:
         body: dict[str, Any] = {"name": name}
         if workspaces is not None:
             body["workspaces"] = workspaces
+        if owners is not None:
+            body["owners"] = owners
         r = await self.http.post("/api/v1/admin/agents", json=body, headers=self.auth("admin"))
         assert r.status_code == 201, r.text
         key: str = r.json()["key"]

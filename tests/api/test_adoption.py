@@ -1,4 +1,6 @@
-"""Adopting an agent platform's own session by mail (SPEC §4.4)."""
+"""Adopting an agent platform's own session by mail (docs/behaviour.md).
+
+Only the agent's owners see and adopt its platform sessions (docs/access.md)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ TERMINAL = {
 
 @pytest.fixture
 async def reported(api: Api) -> Api:
-    await api.agent("claude")
     await api.user("ana")
     await api.user("bob")
+    await api.agent("claude", owners=["ana"])
     r = await api.http.post(
         "/api/v1/agent/heartbeat",
         json={"status": "online", "platform_sessions": [TERMINAL]},
@@ -86,3 +88,81 @@ async def test_heartbeat_mirror_drops_sessions_no_longer_reported(reported: Api)
     )
     r = await api.send("ana", ["claude@/srv/shop.fix-flaky-tests"], subject="gone")
     assert r.status_code == 404
+
+
+async def test_only_the_agents_owners_adopt_its_platform_sessions(reported: Api) -> None:
+    api = reported
+    # bob is not claude's owner: to him the slug is an unknown alias, even first.
+    r = await api.send("bob", ["claude@/srv/shop.fix-flaky-tests"], subject="mine now")
+    assert r.status_code == 404
+    assert r.json()["error"]["close_matches"] == []
+    # ...and nothing was taken: ana, the owner, still adopts it.
+    ok = await api.send("ana", ["claude@/srv/shop.fix-flaky-tests"], subject="")
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["platform_session_id"] == "claude-code:5f1c"
+
+
+async def test_an_admin_who_is_not_an_owner_cannot_adopt(reported: Api) -> None:
+    api = reported
+    r = await api.send("admin", ["claude@/srv/shop.fix-flaky-tests"], subject="")
+    assert r.status_code == 404
+
+
+async def test_platform_sessions_are_shown_only_to_the_agents_owners(reported: Api) -> None:
+    api = reported
+    await api.agent("codex")
+    q = {"q": "claude@/srv/shop."}
+
+    def adoptable(r: object) -> list[str]:
+        body = r.json()  # type: ignore[attr-defined]
+        return [x["alias"] for x in body["sessions"] if x["adoptable"]]
+
+    ana = await api.http.get("/api/v1/contacts/suggest", params=q, headers=api.auth("ana"))
+    assert adoptable(ana) == ["fix-flaky-tests"]
+    for other in ("bob", "admin"):
+        r = await api.http.get("/api/v1/contacts/suggest", params=q, headers=api.auth(other))
+        assert adoptable(r) == [], other
+    # Another agent never sees them (it needs a session scope for suggestions at all).
+    await api.send("ana", ["codex@/srv/shop.new"], subject="work")
+    scope = (await api.http.get("/api/v1/agent/inbox", headers=api.auth("codex"))).json()
+    sid = scope["items"][0]["session_id"]
+    r = await api.http.get(
+        "/api/v1/agent/contacts/suggest",
+        params={**q, "session_id": sid},
+        headers=api.auth("codex"),
+    )
+    assert r.status_code == 200, r.text
+    assert adoptable(r) == []
+
+
+async def test_an_admin_assigns_and_removes_agent_owners(reported: Api) -> None:
+    api = reported
+    url = "/api/v1/admin/agents/claude/owners"
+    r = await api.http.post(url, json={"name": "bob"}, headers=api.auth("admin"))
+    assert r.status_code == 201, r.text
+    assert sorted(o["username"] for o in r.json()["items"]) == ["ana", "bob"]
+    assert (await api.send("bob", ["claude@/srv/shop.fix-flaky-tests"], "")).status_code == 201
+    r = await api.http.delete(f"{url}/bob", headers=api.auth("admin"))
+    assert [o["username"] for o in r.json()["items"]] == ["ana"]
+    # Only admins manage owners; an unknown user is a 400 naming the field.
+    assert (
+        await api.http.post(url, json={"name": "bob"}, headers=api.auth("ana"))
+    ).status_code == 403
+    bad = await api.http.post(url, json={"name": "nobody"}, headers=api.auth("admin"))
+    assert bad.status_code == 400
+    assert bad.json()["error"]["field"] == "name"
+
+
+async def test_the_admin_who_creates_an_agent_owns_it_by_default(api: Api) -> None:
+    r = await api.http.post("/api/v1/admin/agents", json={"name": "pi"}, headers=api.auth("admin"))
+    assert r.json()["owners"] == ["admin"]
+    bad = await api.http.post(
+        "/api/v1/admin/agents", json={"name": "pi2", "owners": ["ghost"]}, headers=api.auth("admin")
+    )
+    assert bad.status_code == 400
+    assert bad.json()["error"]["field"] == "owners[0]"
+    # Nothing half-written: the name is still free.
+    ok = await api.http.post(
+        "/api/v1/admin/agents", json={"name": "pi2"}, headers=api.auth("admin")
+    )
+    assert ok.status_code == 201

@@ -36,10 +36,11 @@ async def sent(api: Api, sender: str, to: list[str], **extra: Any) -> dict[str, 
 
 @pytest.fixture
 async def people(api: Api) -> Api:
-    await api.agent("claude", workspaces=["/srv/docs"])
-    await api.agent("codex")
     await api.user("ana")
     await api.user("bob")
+    # ana owns claude: she sees (and may adopt) its platform sessions.
+    await api.agent("claude", workspaces=["/srv/docs"], owners=["ana"])
+    await api.agent("codex")
     return api
 
 
@@ -79,7 +80,10 @@ async def test_participants_are_refused_to_outsiders_and_across_workspaces(peopl
     path = f"/api/v1/agent/sessions/{shop['session_id']}/participants"
 
     outsider = await people.http.get(path, headers=people.auth("codex"))
-    assert outsider.status_code == 404
+    assert outsider.status_code == 400  # no scope: participants need one
+    unscoped = await people.http.get(path, headers=people.auth("claude"))
+    assert unscoped.status_code == 400
+    assert unscoped.json()["error"]["field"] == "session_id"
     across = await people.http.get(
         path, params={"session_id": blog["session_id"]}, headers=people.auth("claude")
     )
@@ -108,7 +112,9 @@ async def test_contacts_unread_counts_agree_with_the_inbox(people: Api) -> None:
     r = await people.http.get(f"/api/v1/agent/mail/{a1['id']}", headers=people.auth("claude"))
     assert r.status_code == 200
 
-    contacts = (await get(people, "claude", "/api/v1/agent/contacts"))["items"]
+    contacts = (await get(people, "claude", "/api/v1/agent/contacts", session_id=a1["session_id"]))[
+        "items"
+    ]
     unread = {c["name"]: c["unread"] for c in contacts}
     inbox = await get(people, "claude", "/api/v1/agent/inbox", status="unread")
     from_inbox = Counter(item["from"].split("@")[0] for item in inbox["items"])
@@ -129,8 +135,8 @@ async def test_contacts_of_a_scoped_agent_stay_in_its_workspace(people: Api) -> 
     await sent(people, "bob", ["claude@/srv/blog.new"], subject="Blog")
     scoped = await get(people, "claude", "/api/v1/agent/contacts", session_id=shop["session_id"])
     assert [c["name"] for c in scoped["items"]] == ["ana"]
-    everywhere = await get(people, "claude", "/api/v1/agent/contacts")
-    assert sorted(c["name"] for c in everywhere["items"]) == ["ana", "bob"]
+    everywhere = await people.http.get("/api/v1/agent/contacts", headers=people.auth("claude"))
+    assert everywhere.status_code == 400  # without a scope, no contacts (docs/access.md)
 
 
 # -- address suggestions ----------------------------------------------------------------
@@ -144,7 +150,10 @@ async def test_suggest_completes_names_of_users_and_agents_by_prefix(people: Api
         {"name": "claude", "kind": "agent"},
     ]
     assert out["paths"] == out["sessions"] == []
-    agent = await get(people, "codex", "/api/v1/agent/contacts/suggest", q="CO")
+    work = await sent(people, "ana", ["codex@/srv/shop.new"], subject="work")
+    agent = await get(
+        people, "codex", "/api/v1/agent/contacts/suggest", q="CO", session_id=work["session_id"]
+    )
     assert agent["names"] == [{"name": "codex", "kind": "agent"}]
 
 
@@ -176,8 +185,12 @@ async def test_suggest_paths_most_recent_first_then_declared_workspaces(people: 
         session_id=blog["session_id"],
     )
     assert [p["path"] for p in scoped["paths"]] == ["/srv/blog"]
-    unscoped = await get(people, "claude", "/api/v1/agent/contacts/suggest", q="ana@/")
-    assert [p["path"] for p in unscoped["paths"]] == ["/srv/shop", "/srv/blog", "/srv/docs"]
+    # Without a scope an agent gets no suggestions at all (docs/access.md).
+    unscoped = await people.http.get(
+        "/api/v1/agent/contacts/suggest", params={"q": "ana@/"}, headers=people.auth("claude")
+    )
+    assert unscoped.status_code == 400
+    assert unscoped.json()["error"]["field"] == "session_id"
 
 
 async def test_suggest_sessions_of_name_and_path_plus_adoptable_platform_sessions(
@@ -350,7 +363,10 @@ async def test_forward_needs_read_permission_and_stays_in_the_scope(people: Api)
     body = {"to": ["bob@/srv/shop.new"]}
 
     outsider = await people.http.post(path, json=body, headers=people.auth("codex"))
-    assert outsider.status_code == 404
+    assert outsider.status_code == 400  # no scope: an agent forwards nothing
+    assert outsider.json()["error"]["field"] == "session_id"
+    unscoped = await people.http.post(path, json=body, headers=people.auth("claude"))
+    assert unscoped.status_code == 400
     human = await people.http.post(
         f"/api/v1/mail/{shop['id']}/forward", json=body, headers=people.auth("bob")
     )

@@ -1,4 +1,4 @@
-"""Workspace isolation (SPEC §4.6), checked exhaustively on random worlds.
+"""Workspace isolation (docs/access.md), checked exhaustively on random worlds.
 
 Several agents, several workspaces, many sessions; every agent read endpoint is
 called with every (agent, scope, target) combination, and what the gateway allows
@@ -63,12 +63,18 @@ async def build(api: Api, rng: random.Random, count: int) -> World:
 
 
 def allowed(world: World, agent: str, scope: str | None, target: str) -> bool:
-    """The rule, written independently of the gateway's code."""
+    """The rule, written independently of the gateway's code. Without a scope an
+    agent reads only mail addressed to it (every agent of a world session is a
+    recipient of its one mail), and only on the endpoints in ADDRESSED."""
     if agent not in world.members[target]:
         return False
     if scope is None:
         return True
     return agent in world.members[scope] and world.workspace[scope] == world.workspace[target]
+
+
+# The endpoints an unscoped agent may use at all; the others answer 400 naming session_id.
+ADDRESSED = {"read_mail", "download_attachment"}
 
 
 # Each agent read endpoint as the URL that reads `target` (a session of the world).
@@ -102,6 +108,10 @@ async def test_search_returns_exactly_the_mail_the_rule_allows(api: Api, seed: i
             if scope is not None and agent not in world.members[scope]:
                 assert r.status_code == 404, r.text
                 continue
+            if scope is None:
+                assert r.status_code == 400, r.text  # search always needs the scope
+                assert r.json()["error"]["field"] == "session_id"
+                continue
             assert r.status_code == 200, r.text
             got = {m["id"] for m in r.json()["items"]}
             want = {world.mail[t] for t in world.sessions if allowed(world, agent, scope, t)}
@@ -121,7 +131,10 @@ async def test_every_agent_read_endpoint_allows_exactly_the_rule(api: Api, seed:
                     r = await call(api, url_of(world, target), agent, scope)
                     want = allowed(world, agent, scope, target)
                     got = r.status_code == 200
-                    if r.status_code not in (200, 404):
+                    if scope is None and name not in ADDRESSED:
+                        if r.status_code != 400:
+                            mismatches.append((name, agent, scope, target, r.status_code, 400))
+                    elif r.status_code not in (200, 404):
                         mismatches.append((name, agent, scope, target, r.status_code, r.text))
                     elif got != want:
                         mismatches.append((name, agent, scope, target, r.status_code, want))

@@ -116,7 +116,8 @@ async def test_only_a_human_of_the_session_decides_and_only_once(
     api: Api, session: dict[str, Any]
 ) -> None:
     req = (await ask(api, session)).json()
-    assert (await decide(api, "bob", req["id"], decision="approve")).status_code == 403
+    # bob is no reader of the session: to him the request does not exist.
+    assert (await decide(api, "bob", req["id"], decision="approve")).status_code == 404
     agent_try = await api.http.post(
         f"/api/v1/permissions/{req['id']}/decision",
         json={"decision": "approve"},

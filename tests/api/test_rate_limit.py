@@ -37,8 +37,8 @@ async def test_session_creation_is_rate_limited_per_sender(api: Api) -> None:
 
 
 async def test_adopting_platform_sessions_counts_toward_the_same_limit(api: Api) -> None:
-    await api.agent("claude")
     await api.user("ana")
+    await api.agent("claude", owners=["ana"])
     sessions = [
         {"platform_id": f"p{i}", "slug": f"term-{i}", "title": f"t{i}", "cwd": "/srv/shop"}
         for i in range(4)

@@ -1,4 +1,7 @@
-"""Full-text search over subject and body, scoped like every read (SPEC §5, §4.6)."""
+"""Full-text search over subject and body, scoped like every read (docs/access.md).
+
+Agents search from the session they work in: `people` gives claude and codex a
+scope session in /srv/shop, used when a test names no other."""
 
 from __future__ import annotations
 
@@ -29,8 +32,17 @@ async def sent(api: Api, sender: str, to: list[str], **extra: Any) -> dict[str, 
     return mail
 
 
+SCOPES: dict[str, str] = {}
+
+
+def scoped(who: str, **params: Any) -> dict[str, Any]:
+    return {"session_id": SCOPES[who], **params}
+
+
 async def found(api: Api, who: str, q: str, **params: Any) -> list[dict[str, Any]]:
     path = HUMAN if api.tokens[who].startswith("am_user_") else AGENT
+    if path == AGENT:
+        params = scoped(who, **params)
     r = await api.http.get(path, params={"q": q, **params}, headers=api.auth(who))
     assert r.status_code == 200, r.text
     items: list[dict[str, Any]] = r.json()["items"]
@@ -47,6 +59,9 @@ async def people(api: Api) -> Api:
     await api.agent("codex")
     await api.user("ana")
     await api.user("bob")
+    for agent in ("claude", "codex"):
+        r = await api.send("bob", [f"{agent}@/srv/shop.new"], subject="scope", body="-")
+        SCOPES[agent] = r.json()["session_id"]
     return api
 
 
@@ -78,7 +93,9 @@ async def test_search_matches_unicode_words_and_unspaced_scripts(people: Api) ->
 async def test_search_text_is_never_fts_syntax(people: Api) -> None:
     await sent(people, "ana", ["claude@/srv/shop.new"], subject="Quote", body='say "hello" OR not')
     for q in ['"hello', 'hello"', "hello OR", "NEAR(hello", "subject:hello", "hello -x", "'a'"]:
-        r = await people.http.get(AGENT, params={"q": q}, headers=people.auth("claude"))
+        r = await people.http.get(
+            AGENT, params=scoped("claude", q=q), headers=people.auth("claude")
+        )
         assert r.status_code == 200, (q, r.text)
     assert subjects(await found(people, "claude", '"hello"')) == ["Quote"]
     assert subjects(await found(people, "claude", "OR")) == ["Quote"]  # a word, not an operator
@@ -86,7 +103,7 @@ async def test_search_text_is_never_fts_syntax(people: Api) -> None:
 
 @pytest.mark.parametrize("q", ["", "   ", "*", "-- !!"])
 async def test_search_without_words_is_400_naming_q(people: Api, q: str) -> None:
-    r = await people.http.get(AGENT, params={"q": q}, headers=people.auth("claude"))
+    r = await people.http.get(AGENT, params=scoped("claude", q=q), headers=people.auth("claude"))
     assert r.status_code == 400
     assert r.json()["error"]["field"] == "q"
 
@@ -101,7 +118,7 @@ async def test_search_is_newest_first_with_limit_and_cursor(people: Api) -> None
     for n in range(5):
         await sent(people, "ana", ["claude@/srv/shop.new"], subject=f"Deploy {n}", body="deploy")
     r = await people.http.get(
-        AGENT, params={"q": "deploy", "limit": 2}, headers=people.auth("claude")
+        AGENT, params=scoped("claude", q="deploy", limit=2), headers=people.auth("claude")
     )
     page = r.json()
     assert subjects(page["items"]) == ["Deploy 4", "Deploy 3"]
@@ -109,7 +126,7 @@ async def test_search_is_newest_first_with_limit_and_cursor(people: Api) -> None
     while page["next_cursor"]:
         r = await people.http.get(
             AGENT,
-            params={"q": "deploy", "limit": 2, "cursor": page["next_cursor"]},
+            params=scoped("claude", q="deploy", limit=2, cursor=page["next_cursor"]),
             headers=people.auth("claude"),
         )
         page = r.json()
@@ -142,8 +159,10 @@ async def test_scoped_agent_never_sees_mail_of_another_workspace(people: Api) ->
     scoped = await found(people, "claude", "invoice", session_id=a["session_id"])
     assert subjects(scoped) == ["Invoice A"]
     assert {m["workspace"] for m in scoped} == {"/srv/a"}
-    # Without a scope (older clients) participation still applies: both are claude's.
-    assert subjects(await found(people, "claude", "invoice")) == ["Invoice B", "Invoice A"]
+    # Without a scope an agent searches nothing: the boundary is not opt-in.
+    r = await people.http.get(AGENT, params={"q": "invoice"}, headers=people.auth("claude"))
+    assert r.status_code == 400
+    assert r.json()["error"]["field"] == "session_id"
 
 
 async def test_agent_never_sees_a_session_it_is_not_in(people: Api) -> None:

@@ -91,7 +91,7 @@ AGENT_ROUTES = [
     Route("POST", "/api/v1/agent/heartbeat", {"status": "idle"}),
     Route("POST", "/api/v1/agent/inbox/read", {"session_id": "{claude_session}"}),
     Route("GET", "/api/v1/agent/mail/{claude_mail}"),
-    Route("GET", "/api/v1/agent/mail/{claude_mail}/thread"),
+    Route("GET", "/api/v1/agent/mail/{claude_mail}/thread?session_id={claude_session}"),
 ]
 
 
@@ -203,7 +203,9 @@ async def test_an_agent_inbox_lists_only_its_own_mail(api: Api, world: dict[str,
         assert r.json()["items"] == []
 
 
-@pytest.mark.parametrize("suffix", ["", "/thread", "?session_id={codex_session}"])
+@pytest.mark.parametrize(
+    "suffix", ["", "/thread?session_id={codex_session}", "?session_id={codex_session}"]
+)
 async def test_an_agent_cannot_read_mail_of_a_session_it_is_not_in_but_the_recipient_can(
     api: Api, world: dict[str, str], suffix: str
 ) -> None:
@@ -221,7 +223,7 @@ async def test_an_agent_cannot_read_mail_of_a_session_it_is_not_in_but_the_recip
     allowed = await api.http.get(path, headers=api.auth("codex"))
     assert allowed.status_code == 200, allowed.text
     body = allowed.json()
-    items = body["items"] if suffix == "/thread" else [body]
+    items = body["items"] if suffix.startswith("/thread") else [body]
     assert [m["id"] for m in items] == [world["codex_mail"]]
 
 

@@ -104,7 +104,7 @@ ENDPOINTS = {
             "/api/v1/admin/agents",
             "admin",
             {"name": "codex", "workspaces": ["/srv/shop"]},
-            ("name", "workspaces"),
+            ("name", "workspaces", "owners"),
             201,
         ),
         Endpoint(

@@ -390,11 +390,12 @@ def test_thread_lists_the_session_oldest_first(
     )
     ids = [first_mail["id"], second["id"], third["id"]]
 
-    for who in (claude, ana):
-        thread = who.json("thread", third["id"])
+    scope = ("--session", first_mail["session_id"])
+    for who, extra in ((claude, scope), (ana, ())):
+        thread = who.json("thread", third["id"], *extra)
         assert [mail["id"] for mail in thread] == ids
         assert {mail["session_id"] for mail in thread} == {first_mail["session_id"]}
-    text = claude.ok("thread", second["id"]).stdout
+    text = claude.ok("thread", second["id"], *scope).stdout
     positions = [text.index(subject) for subject in (SUBJECT, "Also the logout", "Never mind")]
     assert positions == sorted(positions)
 

@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from mailui4agents.api.deps import Admin, GatewayDep
 from mailui4agents.api.pages import page
-from mailui4agents.api.schemas import AgentCreate, UserCreate
+from mailui4agents.api.schemas import AgentCreate, NameIn, UserCreate
 from mailui4agents.db.tables import AgentRow, UserRow
 from mailui4agents.services import identity
 from mailui4agents.services.identity import fmt_time
@@ -32,10 +32,39 @@ async def list_users(_: Admin, gw: GatewayDep) -> dict[str, Any]:
 
 
 @router.post("/agents", status_code=201)
-async def create_agent(body: AgentCreate, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+async def create_agent(body: AgentCreate, who: Admin, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
-        row, key = await identity.create_agent(s, body.name, body.workspaces)
-    return {"name": row.name, "key": key, "created_at": fmt_time(row.created_at)}
+        row, key = await identity.create_agent(
+            s, body.name, body.workspaces, creator=who.name, owners=body.owners
+        )
+        owners = [o.username for o in await identity.agent_owners(s, row)]
+    return {"name": row.name, "key": key, "owners": owners, "created_at": fmt_time(row.created_at)}
+
+
+@router.get("/agents/{name}/owners")
+async def list_agent_owners(name: str, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+    """The humans who see and adopt this agent's platform sessions."""
+    async with gw.read() as s:
+        rows = await identity.agent_owners(s, await identity.get_agent(s, name))
+    return page([identity.owner_out(r) for r in rows], None)
+
+
+@router.post("/agents/{name}/owners", status_code=201)
+async def add_agent_owner(name: str, body: NameIn, who: Admin, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        agent = await identity.get_agent(s, name)
+        await identity.add_agent_owner(s, agent, body.name, who.name)
+        rows = await identity.agent_owners(s, agent)
+    return page([identity.owner_out(r) for r in rows], None)
+
+
+@router.delete("/agents/{name}/owners/{username}")
+async def remove_agent_owner(name: str, username: str, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        agent = await identity.get_agent(s, name)
+        await identity.remove_agent_owner(s, agent, username)
+        rows = await identity.agent_owners(s, agent)
+    return page([identity.owner_out(r) for r in rows], None)
 
 
 @router.get("/agents")

@@ -15,7 +15,7 @@ from mailui4agents.api.validation import error_from_validation
 from mailui4agents.db.tables import AgentRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.modes import normalise_enforcement
-from mailui4agents.services import mail, platform_sessions, sessions
+from mailui4agents.services import access, mail, platform_sessions, sessions
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -143,9 +143,8 @@ async def read_mail(
     body_limit: Annotated[int | None, Query(ge=0)] = None,
 ) -> dict[str, Any]:
     async with gw.write() as s:
-        return await mail.read_mail(
-            s, who, mail_id, scope_session_id=session_id, body_limit=body_limit
-        )
+        reader = await access.reader(s, who, session_id)
+        return await mail.read_mail(s, reader, mail_id, body_limit=body_limit)
 
 
 @router.get("/mail/{mail_id}/thread")
@@ -158,7 +157,6 @@ async def thread(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     async with gw.write() as s:
-        items, nxt = await mail.thread(
-            s, who, mail_id, scope_session_id=session_id, limit=limit, cursor=cursor
-        )
+        reader = await access.reader(s, who, session_id)
+        items, nxt = await mail.thread(s, reader, mail_id, limit=limit, cursor=cursor)
     return page(items, nxt)

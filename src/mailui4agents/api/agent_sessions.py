@@ -9,7 +9,7 @@ from fastapi import APIRouter
 
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.schemas import InteractiveSessionIn
-from mailui4agents.services import sessions
+from mailui4agents.services import access, sessions
 
 router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
 
@@ -17,9 +17,10 @@ router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
 @router.get("/{session_id}")
 async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
-        await sessions.require_reader(s, session_id, who)
-        row = await sessions.get_session(s, session_id)
-        return await sessions.describe(s, row, who.name)
+        # The session itself is the scope: an agent may look up (for its mode) any
+        # session it takes part in.
+        reader = await access.reader(s, who, session_id)
+        return await sessions.describe(s, await sessions.get_session(s, session_id), reader.name)
 
 
 @router.post("/interactive")

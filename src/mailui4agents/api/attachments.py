@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.uploads import OPENAPI, receive_file
 from mailui4agents.domain.uploads import content_disposition
-from mailui4agents.services import attachments
+from mailui4agents.services import access, attachments
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
@@ -46,7 +46,7 @@ async def _download(
     who: Principal, gw: Gateway, attachment_id: str, session_id: str | None
 ) -> StreamingResponse:
     async with gw.write() as s:  # a write: the read is logged
-        att = await attachments.readable(s, who, attachment_id, session_id)
+        att = await attachments.readable(s, await access.reader(s, who, session_id), attachment_id)
     # Open before answering: once open, a concurrent sweep cannot take the bytes away.
     f = BlobStore.for_settings(gw.settings).open(att.sha256)
     return StreamingResponse(

@@ -1,7 +1,7 @@
 """Participants, contacts, address suggestions, search and forwarding.
 
 Agent routes take `session_id`: the session the agent works in. Its workspace
-bounds what the agent may read (SPEC §4.6); the gateway derives it, the caller
+bounds what the agent may read (docs/access.md); the gateway derives it, the caller
 never names a workspace.
 """
 
@@ -15,7 +15,7 @@ from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import ForwardIn, Limit
 from mailui4agents.errors import invalid_value
-from mailui4agents.services import discovery, search
+from mailui4agents.services import access, discovery, search
 
 agent_router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 human_router = APIRouter(prefix="/api/v1", tags=["mail"])
@@ -38,15 +38,9 @@ async def agent_forward(
     mail_id: str, body: ForwardIn, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
     async with gw.write() as s:
+        reader = await access.reader(s, who, str(body.session_id) if body.session_id else None)
         status, out = await discovery.forward(
-            s,
-            gw.settings,
-            who,
-            mail_id,
-            to=body.to,
-            cc=body.cc,
-            note=body.note,
-            scope_session_id=str(body.session_id) if body.session_id else None,
+            s, gw.settings, reader, mail_id, to=body.to, cc=body.cc, note=body.note
         )
     response.status_code = status
     return out
@@ -60,14 +54,16 @@ async def agent_participants(
     session_id: ScopeId = None,
 ) -> dict[str, Any]:
     async with gw.read() as s:
-        items = await discovery.participants(s, who, target, session_id)
+        reader = await access.reader(s, who, session_id)
+        items = await discovery.participants(s, reader, target)
     return page(items, None)
 
 
 @agent_router.get("/contacts")
 async def agent_contacts(who: Agent, gw: GatewayDep, session_id: ScopeId = None) -> dict[str, Any]:
     async with gw.read() as s:
-        return page(await discovery.contacts(s, who, session_id), None)
+        reader = await access.reader(s, who, session_id)
+        return page(await discovery.contacts(s, reader), None)
 
 
 @agent_router.get("/contacts/suggest")
@@ -75,7 +71,7 @@ async def agent_suggest(
     who: Agent, gw: GatewayDep, q: Partial = "", session_id: ScopeId = None
 ) -> dict[str, Any]:
     async with gw.read() as s:
-        return await discovery.suggest(s, who, q, session_id)
+        return await discovery.suggest(s, await access.reader(s, who, session_id), q)
 
 
 @agent_router.get("/search")
@@ -88,7 +84,8 @@ async def agent_search(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     async with gw.write() as s:  # a write: every read is recorded
-        items, nxt = await search.search(s, who, q, session_id, limit, cursor)
+        reader = await access.reader(s, who, session_id)
+        items, nxt = await search.search(s, reader, q, limit, cursor)
     return page(items, nxt)
 
 
@@ -104,14 +101,7 @@ async def human_forward(
         raise invalid_value("session_id", "session_id is the read scope of agents; leave it out")
     async with gw.write() as s:
         status, out = await discovery.forward(
-            s,
-            gw.settings,
-            who,
-            mail_id,
-            to=body.to,
-            cc=body.cc,
-            note=body.note,
-            scope_session_id=None,
+            s, gw.settings, access.Reader(who), mail_id, to=body.to, cc=body.cc, note=body.note
         )
     response.status_code = status
     return out
@@ -120,13 +110,13 @@ async def human_forward(
 @human_router.get("/contacts")
 async def human_contacts(who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
-        return page(await discovery.contacts(s, who, None), None)
+        return page(await discovery.contacts(s, access.Reader(who)), None)
 
 
 @human_router.get("/contacts/suggest")
 async def human_suggest(who: Human, gw: GatewayDep, q: Partial = "") -> dict[str, Any]:
     async with gw.read() as s:
-        return await discovery.suggest(s, who, q, None)
+        return await discovery.suggest(s, access.Reader(who), q)
 
 
 @human_router.get("/search")
@@ -139,7 +129,7 @@ async def human_search(
 ) -> dict[str, Any]:
     """Mail of the sessions you take part in (admins: all sessions), newest first."""
     async with gw.write() as s:
-        items, nxt = await search.search(s, who, q, None, limit, cursor)
+        items, nxt = await search.search(s, access.Reader(who), q, limit, cursor)
     return page(items, nxt)
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import Limit, MailCreate
-from mailui4agents.services import mail
+from mailui4agents.services import access, mail
 
 router = APIRouter(prefix="/api/v1", tags=["mail"])
 
@@ -63,7 +63,7 @@ async def mailbox(
 @router.get("/mail/{mail_id}")
 async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
-        return await mail.read_mail(s, who, mail_id, scope_session_id=None, body_limit=None)
+        return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
 
 
 @router.get("/mail/{mail_id}/thread")
@@ -71,7 +71,5 @@ async def thread(
     mail_id: str, who: Human, gw: GatewayDep, limit: Limit = 50, cursor: str | None = None
 ) -> dict[str, Any]:
     async with gw.write() as s:
-        items, nxt = await mail.thread(
-            s, who, mail_id, scope_session_id=None, limit=limit, cursor=cursor
-        )
+        items, nxt = await mail.thread(s, access.Reader(who), mail_id, limit=limit, cursor=cursor)
     return page(items, nxt)

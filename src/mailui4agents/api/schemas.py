@@ -29,8 +29,18 @@ class UserCreate(StrictBody):
 
 
 class AgentCreate(StrictBody):
+    """`owners`: the humans who see and adopt the agent's platform sessions
+    (default: the admin who creates it)."""
+
     name: str
     workspaces: list[str] | None = None
+    owners: list[str] | None = None
+
+
+class NameIn(StrictBody):
+    """A person to add (an agent's owner, a session's decider)."""
+
+    name: str
 
 
 class MailCreate(StrictBody):

@@ -8,8 +8,8 @@ from fastapi import APIRouter
 
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
-from mailui4agents.api.schemas import Limit, SessionPatch
-from mailui4agents.services import permissions, sessions
+from mailui4agents.api.schemas import Limit, NameIn, SessionPatch
+from mailui4agents.services import access, permissions, sessions
 
 router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
 
@@ -32,8 +32,8 @@ async def list_sessions(
 @router.get("/{session_id}")
 async def get_session(session_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
-        await sessions.require_reader(s, session_id, who)
         row = await sessions.get_session(s, session_id)
+        await access.Reader(who).ensure_read(s, row, f"session '{session_id}'")
         return await sessions.describe(s, row, who.name)
 
 
@@ -50,3 +50,25 @@ async def update_session(
             await permissions.cancel_pending(s, session_id, who.name)
             out["pending_permissions"] = 0
         return out
+
+
+@router.get("/{session_id}/deciders")
+async def list_deciders(session_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+    """Who may decide requests and change the mode: owners and named deciders."""
+    async with gw.read() as s:
+        return page(await sessions.list_deciders(s, who, session_id), None)
+
+
+@router.post("/{session_id}/deciders", status_code=201)
+async def add_decider(session_id: str, body: NameIn, who: Human, gw: GatewayDep) -> dict[str, Any]:
+    """An owner names another person who may decide (owners only)."""
+    async with gw.write() as s:
+        items = await sessions.change_deciders(s, who, session_id, add=body.name, remove=None)
+    return page(items, None)
+
+
+@router.delete("/{session_id}/deciders/{name}")
+async def remove_decider(session_id: str, name: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+    async with gw.write() as s:
+        items = await sessions.change_deciders(s, who, session_id, add=None, remove=name)
+    return page(items, None)

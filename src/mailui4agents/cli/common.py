@@ -9,6 +9,7 @@ from typing import Any, NoReturn, TypeVar
 import anyio
 import click
 import httpx
+from click.core import ParameterSource
 
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig
 
@@ -78,3 +79,24 @@ def run(
 def echo_json(value: Any) -> None:
     """Print ``value`` as indented JSON (datetimes and other objects as strings)."""
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+SESSION_HELP = (
+    "Agents: the session you work in (default $AGENTMAIL_SESSION_ID); reads beyond your own "
+    "mail stay in its workspace."
+)
+
+
+def session_option(f: Any) -> Any:
+    return click.option(
+        "--session", "session_id", metavar="ID", envvar="AGENTMAIL_SESSION_ID", help=SESSION_HELP
+    )(f)
+
+
+def scope_for(client: AsyncClient, session_id: str | None) -> str | None:
+    """The scope to send. $AGENTMAIL_SESSION_ID means nothing to people, so it is
+    dropped for them; an explicit --session from a person stays (and is refused)."""
+    if client.config.is_agent or session_id is None:
+        return session_id
+    source = click.get_current_context().get_parameter_source("session_id")
+    return None if source == ParameterSource.ENVIRONMENT else session_id

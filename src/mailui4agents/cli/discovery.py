@@ -9,28 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
-from mailui4agents.cli.common import echo_json, run
+from mailui4agents.cli.common import echo_json, run, scope_for, session_option
 from mailui4agents.cli.output import mail_line, one_line
 from mailui4agents.client import AsyncClient, MailOut, Page
-
-SESSION_HELP = "Agents: the session you work in (reads stay in its workspace)."
-
-
-def _session_option(f: Any) -> Any:
-    return click.option(
-        "--session", "session_id", metavar="ID", envvar="AGENTMAIL_SESSION_ID", help=SESSION_HELP
-    )(f)
-
-
-def _scope(client: AsyncClient, session_id: str | None) -> str | None:
-    """The scope to send. $AGENTMAIL_SESSION_ID means nothing to people, so it is
-    dropped for them; an explicit --session from a person stays (and is refused)."""
-    if client.config.is_agent or session_id is None:
-        return session_id
-    source = click.get_current_context().get_parameter_source("session_id")
-    return None if source == ParameterSource.ENVIRONMENT else session_id
 
 
 def _dump(mail: MailOut) -> dict[str, Any]:
@@ -42,7 +24,7 @@ def _dump(mail: MailOut) -> dict[str, Any]:
 @click.option("--to", "to", multiple=True, required=True, metavar="ADDR", help="Repeatable.")
 @click.option("--cc", multiple=True, metavar="ADDR", help="Repeatable.")
 @click.option("--note", help="A note above the forwarded mail.")
-@_session_option
+@session_option
 @click.option("--json", "as_json", is_flag=True, help="Print the new mail as JSON.")
 def forward(
     mail_id: str,
@@ -55,8 +37,9 @@ def forward(
     """Forward mail ID (quoted, with its attachments) to new recipients."""
 
     async def act(client: AsyncClient) -> MailOut:
+        scope = scope_for(client, session_id)
         return await client.forward_mail(
-            mail_id, list(to), cc=list(cc) or None, note=note, session_id=_scope(client, session_id)
+            mail_id, list(to), cc=list(cc) or None, note=note, session_id=scope
         )
 
     mail = run(act)
@@ -70,7 +53,7 @@ def forward(
 
 @click.command("search")
 @click.argument("query", nargs=-1, required=True)
-@_session_option
+@session_option
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def search(query: tuple[str, ...], session_id: str | None, limit: int, as_json: bool) -> None:
@@ -78,7 +61,7 @@ def search(query: tuple[str, ...], session_id: str | None, limit: int, as_json: 
     text = " ".join(query)
 
     async def act(client: AsyncClient) -> Page[MailOut]:
-        return await client.search_mail(text, session_id=_scope(client, session_id), limit=limit)
+        return await client.search_mail(text, session_id=scope_for(client, session_id), limit=limit)
 
     page = run(act)
     if as_json:
@@ -96,13 +79,13 @@ def search(query: tuple[str, ...], session_id: str | None, limit: int, as_json: 
 
 
 @click.command("contacts")
-@_session_option
+@session_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def contacts(session_id: str | None, as_json: bool) -> None:
     """People and agents you exchanged mail with, most recent first."""
 
     async def act(client: AsyncClient) -> list[dict[str, Any]]:
-        return await client.contacts(session_id=_scope(client, session_id))
+        return await client.contacts(session_id=scope_for(client, session_id))
 
     people = run(act)
     if as_json:

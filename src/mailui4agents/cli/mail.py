@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 import click
 
-from mailui4agents.cli.common import echo_json, run
+from mailui4agents.cli.common import echo_json, run, scope_for, session_option
 from mailui4agents.cli.output import mail_line, mail_text
 from mailui4agents.client import AsyncClient, InboxItem, MailOut, Page
 
@@ -122,14 +122,15 @@ def inbox(unread: bool, session_id: str | None, limit: int, as_json: bool) -> No
 
 @click.command("read")
 @click.argument("mail_id", metavar="ID")
-@click.option("--session", "session_id", metavar="ID", help="Read in this session (agents).")
+@session_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def read(mail_id: str, session_id: str | None, as_json: bool) -> None:
     """Show one mail with its full body."""
 
     async def fetch(client: AsyncClient) -> MailOut:
         limit = 0 if client.config.is_agent else None  # 0 = never truncate
-        return await client.read_mail(mail_id, session_id=session_id, body_limit=limit)
+        scope = scope_for(client, session_id)
+        return await client.read_mail(mail_id, session_id=scope, body_limit=limit)
 
     mail = run(fetch)
     if as_json:
@@ -140,13 +141,13 @@ def read(mail_id: str, session_id: str | None, as_json: bool) -> None:
 
 @click.command("thread")
 @click.argument("mail_id", metavar="ID")
-@click.option("--session", "session_id", metavar="ID", help="Read in this session (agents).")
+@session_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def thread(mail_id: str, session_id: str | None, as_json: bool) -> None:
     """Show every mail of the session ID belongs to, oldest first."""
 
     async def fetch(client: AsyncClient) -> Page[MailOut]:
-        return await client.thread(mail_id, session_id=session_id)
+        return await client.thread(mail_id, session_id=scope_for(client, session_id))
 
     page = run(fetch)
     if as_json:

@@ -265,3 +265,34 @@ class PlatformSessionRow(Base):
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     adopted_session_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SessionDeciderRow(Base):
+    """A human who may decide a session's requests and change its mode (docs/access.md).
+
+    `owner`: a human on the session's first mail (its human sender, its human `to`
+    recipients). `decider`: added explicitly by an owner. Being cc'd or posting
+    into a session never puts anyone here."""
+
+    __tablename__ = "session_deciders"
+    __table_args__ = (Index("ix_session_deciders_name", "name"),)
+    session_id: Mapped[str] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    role: Mapped[str] = mapped_column(String(10))  # "owner" | "decider"
+    added_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AgentOwnerRow(Base):
+    """A human who owns an agent: sees and adopts its platform sessions."""
+
+    __tablename__ = "agent_owners"
+    __table_args__ = (Index("ix_agent_owners_username", "username"),)
+    agent_id: Mapped[str] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+    )
+    username: Mapped[str] = mapped_column(String(200), primary_key=True)
+    added_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

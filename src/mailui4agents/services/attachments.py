@@ -1,8 +1,9 @@
 """Attachments: uploads, who may attach and download them, their links to mail.
 
 An attachment may be used (attached, downloaded) by whoever uploaded it, and by
-anyone who may read a mail that carries it (SPEC §4.6 decides who may read).
-Anyone else is told it does not exist.
+anyone who may read a mail that carries it (docs/access.md decides who may read;
+an agent without a scope session may download what was attached to mail addressed
+to it, and attach only its own uploads). Anyone else is told it does not exist.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from mailui4agents.db.tables import (
     MailAttachmentRow,
     MailRow,
     ReadLogRow,
-    SessionRow,
+    RecipientRow,
 )
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.uploads import safe_content_type, safe_filename
-from mailui4agents.errors import ApiError, invalid_value, not_found
-from mailui4agents.services import blobs, scope
+from mailui4agents.errors import invalid_value, not_found
+from mailui4agents.services import access, blobs
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import attachment_out
 
@@ -53,46 +54,39 @@ async def create(
 
 
 async def _granting_mail(
-    s: AsyncSession, reader: Principal, att: AttachmentRow, scope_session_id: str | None
-) -> tuple[str, SessionRow] | None:
-    """(mail id, session) of the first mail carrying `att` that `reader` may read."""
-    rows = await s.execute(
-        select(MailRow.id, SessionRow)
-        .join(SessionRow, SessionRow.id == MailRow.session_id)
+    s: AsyncSession, reader: access.Reader, att: AttachmentRow, *, to_me: bool
+) -> tuple[str, str] | None:
+    """(mail id, session id) of the first mail carrying `att` that `reader` may
+    read, in one query. `to_me`: an unscoped agent's mails addressed to it count."""
+    carrying = (
+        select(MailRow.id, MailRow.session_id, MailRow.seq)
         .join(MailAttachmentRow, MailAttachmentRow.mail_seq == MailRow.seq)
         .where(MailAttachmentRow.attachment_id == att.id)
-        .order_by(MailRow.seq)
     )
-    checked: set[str] = set()
-    for mail_id, session in rows:
-        if session.id in checked:
-            continue
-        checked.add(session.id)
-        try:
-            await scope.require_read(s, reader, session, scope_session_id)
-        except ApiError:
-            continue
-        return mail_id, session
-    return None
+    if reader.unscoped_agent and to_me:
+        mine = select(RecipientRow.mail_seq).where(RecipientRow.name == reader.name)
+        carrying = carrying.where(MailRow.seq.in_(mine))
+    else:
+        carrying = carrying.where(MailRow.session_id.in_(reader.readable_ids()))
+    row = (await s.execute(carrying.order_by(MailRow.seq).limit(1))).first()
+    return None if row is None else (row[0], row[1])
 
 
-async def readable(
-    s: AsyncSession, reader: Principal, attachment_id: str, scope_session_id: str | None
-) -> AttachmentRow:
+async def readable(s: AsyncSession, reader: access.Reader, attachment_id: str) -> AttachmentRow:
     """The attachment if `reader` may download it, else 404; the read is logged."""
     att = await s.get(AttachmentRow, attachment_id)
     via = None
     if att is not None and att.uploaded_by != reader.name:
-        via = await _granting_mail(s, reader, att, scope_session_id)
+        via = await _granting_mail(s, reader, att, to_me=True)
     if att is None or (via is None and att.uploaded_by != reader.name):
         raise not_found(f"attachment '{attachment_id}'")
     s.add(
         ReadLogRow(
             reader=reader.name,
-            reader_kind=reader.kind,
+            reader_kind=reader.principal.kind,
             mail_id=via[0] if via else None,
-            session_id=via[1].id if via else None,
-            scope_session_id=scope_session_id,
+            session_id=via[1] if via else None,
+            scope_session_id=reader.scope_id,
             action="attachment",
             at=utcnow(),
         )
@@ -101,11 +95,12 @@ async def readable(
 
 
 async def check_for_send(
-    s: AsyncSession, sender: Principal, ids: Sequence[str], scope_session_id: str | None
+    s: AsyncSession, sender: access.Reader, ids: Sequence[str]
 ) -> list[AttachmentRow]:
     """All of a mail's attachments, checked before the mail exists: each must
     exist, be listed once, and be the sender's own upload or readable by the
-    sender through a mail it may read (a forward). 400 names the first bad one."""
+    sender through a mail it may read in its scope (a forward). An agent without
+    a scope session attaches only its own uploads. 400 names the first bad one."""
     if not ids:
         return []
     found = await s.scalars(select(AttachmentRow).where(AttachmentRow.id.in_(set(ids))))
@@ -118,7 +113,7 @@ async def check_for_send(
         row = rows.get(aid)
         if row is None or (
             row.uploaded_by != sender.name
-            and await _granting_mail(s, sender, row, scope_session_id) is None
+            and await _granting_mail(s, sender, row, to_me=False) is None
         ):
             raise invalid_value(field, f"no attachment '{aid}' that you uploaded or may read")
         out.append(row)

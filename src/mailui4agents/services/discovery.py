@@ -1,17 +1,17 @@
 """Finding people, places and mail: participants, contacts, address suggestions,
 and forwarding (SPEC §5).
 
-All of these are reads and keep the read boundary of §4.6: an agent sees only
-sessions it takes part in and, when it names the session it works in
-(`scope_session_id`), only sessions of that session's workspace. The workspace
-always comes from `scope.scope_workspace`, never from the caller.
+All of these are reads and keep the read boundary of docs/access.md: an agent
+sees only sessions it takes part in, of the workspace of the session it works in
+(its scope, which these reads require). The workspace always comes from the
+scope session, never from the caller.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, func, select, union_all
+from sqlalchemy import func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import (
@@ -25,32 +25,14 @@ from mailui4agents.db.tables import (
 from mailui4agents.db.types import UTCDateTime
 from mailui4agents.domain.addresses import AddressError, format_parts
 from mailui4agents.errors import not_found
-from mailui4agents.services import mail, scope, sessions
+from mailui4agents.services import access, mail
 from mailui4agents.services.identity import fmt_time
-from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import MailContext, session_address
 from mailui4agents.settings import Settings
 
 ROLE_ORDER = ("from", "to", "cc")
 SUGGEST_LIMIT = 20
 FORWARD_MARK = "---------- Forwarded mail ----------"
-
-
-def readable_session_ids(
-    reader: Principal, workspace: str | None, *, admin_all: bool = True
-) -> Select[Any]:
-    """Ids of the sessions `reader` may read — `scope.may_read` as a query.
-
-    `workspace` is what `scope.scope_workspace` gave (None: not workspace-bound).
-    With `admin_all=False` admins get only their own sessions (their contacts are
-    the people *they* exchanged mail with, not everyone's).
-    """
-    stmt = select(SessionRow.id)
-    if not (admin_all and reader.is_admin):
-        stmt = stmt.where(SessionRow.id.in_(sessions.sessions_of(reader.name)))
-    if workspace is not None:
-        stmt = stmt.where(SessionRow.workspace == workspace)
-    return stmt
 
 
 def _address(name: str, path: str, session: str | None) -> str | None:
@@ -69,14 +51,15 @@ def _kind(is_human: bool) -> str:
 
 
 async def participants(
-    s: AsyncSession, reader: Principal, session_id: str, scope_session_id: str | None
+    s: AsyncSession, reader: access.Reader, session_id: str
 ) -> list[dict[str, Any]]:
     """Everyone in from/to/cc of the session's mails, in order of first appearance:
     `{address, name, kind, roles, mails_sent}`; `mails_sent` 0 = not yet spoken."""
+    access.require_scope(reader, "listing participants")
     target = await s.get(SessionRow, session_id)
     if target is None:
         raise not_found(f"session '{session_id}'")
-    await scope.require_read(s, reader, target, scope_session_id)
+    await reader.ensure_read(s, target, f"session '{session_id}'")
     mails = (
         await s.execute(
             select(MailRow.seq, MailRow.from_name, MailRow.from_human)
@@ -124,14 +107,12 @@ async def participants(
 # -- contacts ---------------------------------------------------------------------------
 
 
-async def contacts(
-    s: AsyncSession, reader: Principal, scope_session_id: str | None
-) -> list[dict[str, Any]]:
+async def contacts(s: AsyncSession, reader: access.Reader) -> list[dict[str, Any]]:
     """Everyone `reader` exchanged mail with (sent to, or received from) in sessions
     it may read: `{name, kind, last_address, last_mail_at, unread}`, most recent
     first. `unread` = the reader's unread mail from that contact, in those sessions."""
-    workspace = await scope.scope_workspace(s, reader, scope_session_id)
-    readable = readable_session_ids(reader, workspace, admin_all=False)
+    access.require_scope(reader, "listing contacts")
+    readable = reader.own_ids()
     # (contact, is_human, mail seq) for every mail between the reader and someone.
     sent_to = (
         select(
@@ -199,11 +180,7 @@ async def contacts(
 
 
 async def suggest(
-    s: AsyncSession,
-    reader: Principal,
-    q: str,
-    scope_session_id: str | None,
-    limit: int = SUGGEST_LIMIT,
+    s: AsyncSession, reader: access.Reader, q: str, limit: int = SUGGEST_LIMIT
 ) -> dict[str, list[dict[str, Any]]]:
     """Three-part completion of a partial address `name@path.session`.
 
@@ -213,11 +190,13 @@ async def suggest(
       agent, and of the reader if it is an agent) not seen yet;
     - after a `.` (the last one; paths may contain dots): `sessions` — aliases of
       sessions of that name+path the reader may read, plus platform sessions of
-      that agent in that cwd not adopted yet (`adoptable: true`).
+      that agent in that cwd not adopted yet (`adoptable: true`) — shown only to
+      that agent's owners (and the agent itself).
 
     An agent scoped to a session sees only that session's workspace.
     """
-    workspace = await scope.scope_workspace(s, reader, scope_session_id)
+    access.require_scope(reader, "address suggestions")
+    workspace = reader.scope.workspace if reader.scope is not None else None
     name, at, rest = q.strip().partition("@")
     out: dict[str, list[dict[str, Any]]] = {"names": [], "paths": [], "sessions": []}
     if not at:
@@ -226,7 +205,7 @@ async def suggest(
     out["paths"] = await _paths(s, reader, workspace, name, rest, limit)
     path, dot, partial = rest.rpartition(".")
     if dot and (workspace is None or path == workspace):
-        out["sessions"] = await _sessions(s, reader, workspace, name, path, partial, limit)
+        out["sessions"] = await _sessions(s, reader, name, path, partial, limit)
     return out
 
 
@@ -252,7 +231,7 @@ async def _names(s: AsyncSession, prefix: str, limit: int) -> list[dict[str, Any
 
 async def _paths(
     s: AsyncSession,
-    reader: Principal,
+    reader: access.Reader,
     workspace: str | None,
     name: str,
     prefix: str,
@@ -265,7 +244,7 @@ async def _paths(
         await s.execute(
             select(SessionRow.workspace, last)
             .where(
-                SessionRow.id.in_(readable_session_ids(reader, workspace)),
+                SessionRow.id.in_(reader.readable_ids()),
                 SessionRow.workspace.startswith(prefix, autoescape=True),
             )
             .group_by(SessionRow.workspace)
@@ -284,7 +263,7 @@ async def _paths(
     ]
     declared: list[str] = []
     for agent_name in dict.fromkeys(
-        n for n in (name, reader.name if reader.kind == "agent" else "") if n
+        n for n in (name, reader.name if reader.principal.kind == "agent" else "") if n
     ):
         row = await s.scalar(select(AgentRow.workspaces).where(AgentRow.name == agent_name))
         declared += [w for w in row or [] if isinstance(w, str)]
@@ -303,8 +282,7 @@ async def _paths(
 
 async def _sessions(
     s: AsyncSession,
-    reader: Principal,
-    workspace: str | None,
+    reader: access.Reader,
     name: str,
     path: str,
     partial: str,
@@ -320,30 +298,29 @@ async def _sessions(
                 SessionRow.workspace == path,
                 SessionRow.alias.is_not(None),
                 SessionRow.alias.startswith(partial, autoescape=True),
-                SessionRow.id.in_(readable_session_ids(reader, workspace)),
-                SessionRow.id.in_(sessions.sessions_of(name)),
+                SessionRow.id.in_(reader.readable_ids()),
+                SessionRow.id.in_(access.sessions_of(name)),
             )
             .order_by(recent.desc(), SessionRow.alias)
             .limit(limit)
         )
     ).all()
-    out: list[dict[str, Any]] = []
-    for row in rows:
-        # Re-check with the one rule of §4.6 (the query is its mirror image).
-        if await scope.may_read(s, reader, row, workspace):
-            out.append(
-                {
-                    "alias": row.alias,
-                    "address": _address(name, path, row.alias),
-                    "session_id": row.id,
-                    "status": row.status,
-                    "last_mail_at": fmt_time(row.last_mail_at),
-                    "adoptable": False,
-                    "title": None,
-                }
-            )
+    out: list[dict[str, Any]] = [
+        {
+            "alias": row.alias,
+            "address": _address(name, path, row.alias),
+            "session_id": row.id,
+            "status": row.status,
+            "last_mail_at": fmt_time(row.last_mail_at),
+            "adoptable": False,
+            "title": None,
+        }
+        for row in rows
+    ]
+    if not await reader.can_see_platform_sessions_of(s, name):
+        return out
     # Platform sessions of that agent in that very cwd that no session has adopted:
-    # mail to agent@cwd.slug adopts them (SPEC §4.4). A slug that is already an
+    # mail to agent@cwd.slug adopts them (docs/behaviour.md). A slug that is already an
     # alias in this workspace would reach that session instead, so it is left out.
     taken = select(SessionRow.alias).where(
         SessionRow.workspace == path, SessionRow.alias.is_not(None)
@@ -407,28 +384,28 @@ def forward_body(ctx: MailContext, note: str | None) -> str:
 async def forward(
     s: AsyncSession,
     settings: Settings,
-    reader: Principal,
+    reader: access.Reader,
     mail_id: str,
     *,
     to: list[str],
     cc: list[str],
     note: str | None,
-    scope_session_id: str | None,
 ) -> tuple[int, dict[str, Any]]:
     """Quote a mail the reader may read to new recipients (forwarding is reading:
     404 otherwise, as if it did not exist). The new mail goes where `to` routes it
     and carries the original's attachments (the reader may read them through it).
     """
-    ctx = await mail._readable(s, reader, mail_id, scope_session_id)
-    await mail.record_reads(s, reader, [ctx], scope_session_id, "forward")
+    access.require_scope(reader, "forwarding")
+    ctx = await mail.readable(s, reader, mail_id)
+    await mail.record_reads(s, reader.principal, [ctx], reader.scope_id, "forward")
     return await mail.send_mail(
         s,
         settings,
-        reader,
+        reader.principal,
         to=to,
         cc=cc,
         subject=forward_subject(ctx.mail.subject),
         body=forward_body(ctx, note),
-        from_session_id=scope_session_id if reader.kind == "agent" else None,
+        from_session_id=reader.scope_id,
         attachment_ids=[a.id for a in ctx.attachments],
     )

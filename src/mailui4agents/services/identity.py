@@ -12,7 +12,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import AgentKeyRow, AgentRow, UserRow, UserTokenRow
+from mailui4agents.db.tables import AgentKeyRow, AgentOwnerRow, AgentRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.errors import ApiError, conflict, invalid_value, not_found
 from mailui4agents.services.principals import Principal
@@ -91,16 +91,72 @@ async def issue_user_token(s: AsyncSession, user_id: str, name: str) -> str:
 
 
 async def create_agent(
-    s: AsyncSession, name: str, workspaces: list[str] | None = None
+    s: AsyncSession,
+    name: str,
+    workspaces: list[str] | None = None,
+    *,
+    creator: str,
+    owners: list[str] | None = None,
 ) -> tuple[AgentRow, str]:
+    """A new agent with its first key. Its owners (who see and adopt its platform
+    sessions) are `owners`, or the admin who creates it."""
     _check_name(name, "name")
     if await name_taken(s, name):
         raise conflict(f"the name '{name}' is already taken")
+    chosen = list(dict.fromkeys(owners if owners is not None else [creator]))
+    await _check_users(s, chosen, "owners")
     row = AgentRow(name=name, workspaces=list(workspaces or []))
     s.add(row)
     await s.flush()
+    s.add_all(AgentOwnerRow(agent_id=row.id, username=u, added_by=creator) for u in chosen)
     key = await issue_agent_key(s, row)
     return row, key
+
+
+async def _check_users(s: AsyncSession, names: list[str], field: str) -> None:
+    """Each name is a user (one query): 400 naming the first that is not."""
+    known = set(
+        (await s.scalars(select(UserRow.username).where(UserRow.username.in_(names)))).all()
+    )
+    for i, n in enumerate(names):
+        if n not in known:
+            where = field if field == "name" else f"{field}[{i}]"
+            raise invalid_value(where, f"no user is named '{n}'")
+
+
+async def agent_owners(s: AsyncSession, agent: AgentRow) -> list[AgentOwnerRow]:
+    return list(
+        (
+            await s.scalars(
+                select(AgentOwnerRow)
+                .where(AgentOwnerRow.agent_id == agent.id)
+                .order_by(AgentOwnerRow.created_at, AgentOwnerRow.username)
+            )
+        ).all()
+    )
+
+
+async def add_agent_owner(s: AsyncSession, agent: AgentRow, username: str, by: str) -> None:
+    await _check_users(s, [username], "name")
+    if await s.get(AgentOwnerRow, (agent.id, username)) is None:
+        s.add(AgentOwnerRow(agent_id=agent.id, username=username, added_by=by))
+        await s.flush()
+
+
+async def remove_agent_owner(s: AsyncSession, agent: AgentRow, username: str) -> None:
+    row = await s.get(AgentOwnerRow, (agent.id, username))
+    if row is None:
+        raise not_found(f"owner '{username}' of agent '{agent.name}'")
+    await s.delete(row)
+    await s.flush()
+
+
+def owner_out(row: AgentOwnerRow) -> dict[str, Any]:
+    return {
+        "username": row.username,
+        "added_by": row.added_by,
+        "created_at": fmt_time(row.created_at),
+    }
 
 
 async def issue_agent_key(s: AsyncSession, agent: AgentRow) -> str:
@@ -193,8 +249,10 @@ async def agent_out(s: AsyncSession, row: AgentRow) -> dict[str, Any]:
             .order_by(AgentKeyRow.created_at)
         )
     ).all()
+    owners = [o.username for o in await agent_owners(s, row)]
     return {
         "name": row.name,
+        "owners": owners,
         "workspaces": row.workspaces,
         "status": row.status,
         "platform": row.platform,

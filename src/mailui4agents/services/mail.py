@@ -14,7 +14,7 @@ from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import Address, AddressError, parse_address
 from mailui4agents.errors import ApiError, invalid_value, not_found
 from mailui4agents.events import log
-from mailui4agents.services import attachments, identity, limits, scope, sessions
+from mailui4agents.services import access, attachments, identity, limits, sessions
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.views import MailContext, delivery_fields, mail_out
 from mailui4agents.settings import Settings
@@ -39,7 +39,7 @@ def _parse_all(field: str, texts: Sequence[str]) -> list[Address]:
     return out
 
 
-async def _contexts(s: AsyncSession, mails: Sequence[MailRow]) -> list[MailContext]:
+async def contexts(s: AsyncSession, mails: Sequence[MailRow]) -> list[MailContext]:
     """Load sessions, recipients and attachments for many mails in three queries."""
     if not mails:
         return []
@@ -95,12 +95,16 @@ async def send_mail(
     parent = None
     if parent_mail_id is not None:
         parent = await s.scalar(select(MailRow).where(MailRow.id == parent_mail_id))
-        if parent is None or not await sessions.is_participant(s, parent.session_id, sender.name):
+        parent_session = await s.get(SessionRow, parent.session_id) if parent else None
+        if parent_session is None or not await sessions.may_post(s, parent_session, sender):
             raise invalid_value("parent_mail_id", f"no mail '{parent_mail_id}' you can reply to")
 
-    # Every attachment is checked before anything is written (SPEC §5.1).
-    files = await attachments.check_for_send(s, sender, attachment_ids, from_session_id)
-    session, _created, subject = await sessions.resolve_target(
+    # Every attachment is checked before anything is written (docs/behaviour.md).
+    scope = access.Reader(sender)
+    if attachment_ids:
+        scope = await access.reader(s, sender, from_session_id)
+    files = await attachments.check_for_send(s, scope, attachment_ids)
+    session, created, subject = await sessions.resolve_target(
         s, settings, sender, to_addrs, cc_addrs, subject, parent, permission_mode
     )
     recipients: list[tuple[str, bool, str]] = []
@@ -111,6 +115,11 @@ async def send_mail(
                 seen.add(a.name)
                 recipients.append((a.name, kinds[a.name], role))
     await limits.check_send(s, settings, sender, session, relay, [h for _, h, _ in recipients])
+    if created:
+        # The humans on a session's first mail own it (docs/access.md).
+        owners = [sender.name] if sender.is_human else []
+        owners += [n for n, human, role in recipients if human and role == "to"]
+        await access.add_owners(s, session.id, owners, by=sender.name)
     ctx = await deliver(
         s,
         session,
@@ -226,7 +235,7 @@ async def mark_read(s: AsyncSession, reader: str, ctxs: Sequence[MailContext]) -
     return len(ids)
 
 
-def _cursor(value: str | None) -> int | None:
+def parse_cursor(value: str | None) -> int | None:
     if value is None:
         return None
     try:
@@ -261,14 +270,14 @@ async def inbox(
         stmt = stmt.where(
             MailRow.subject.contains(q, autoescape=True) | MailRow.body.contains(q, autoescape=True)
         )
-    after = _cursor(cursor)
+    after = parse_cursor(cursor)
     if after is not None:
         stmt = stmt.where(MailRow.seq < after if newest_first else MailRow.seq > after)
     stmt = stmt.order_by(MailRow.seq.desc() if newest_first else MailRow.seq)
     mails = list((await s.scalars(stmt.limit(limit + 1))).all())
     more = len(mails) > limit
     mails = mails[:limit]
-    ctxs = await _contexts(s, mails)
+    ctxs = await contexts(s, mails)
     await record_reads(s, reader, ctxs, session_id, "inbox")
     items = [mail_out(c, reader.name) for c in ctxs]  # read state as it was when listed
     if mark:
@@ -276,31 +285,22 @@ async def inbox(
     return items, (str(mails[-1].seq) if more else None)
 
 
-async def _readable(
-    s: AsyncSession, reader: Principal, mail_id: str, scope_session_id: str | None = None
-) -> MailContext:
-    """The mail, if `reader` may read it (SPEC §4.6); else 404 as if it did not exist."""
+async def readable(s: AsyncSession, reader: access.Reader, mail_id: str) -> MailContext:
+    """The mail, if `reader` may read it (docs/access.md); else 404 as if it did not exist."""
     mail = await s.scalar(select(MailRow).where(MailRow.id == mail_id))
     if mail is None:
         raise not_found(f"mail '{mail_id}'")
-    ctx = (await _contexts(s, [mail]))[0]
-    try:
-        await scope.require_read(s, reader, ctx.session, scope_session_id)
-    except ApiError:
-        raise not_found(f"mail '{mail_id}'") from None
+    ctx = (await contexts(s, [mail]))[0]
+    if not await reader.can_read_mail(s, ctx.session, (r.name for r in ctx.recipients)):
+        raise not_found(f"mail '{mail_id}'")
     return ctx
 
 
 async def read_mail(
-    s: AsyncSession,
-    reader: Principal,
-    mail_id: str,
-    *,
-    scope_session_id: str | None,
-    body_limit: int | None,
+    s: AsyncSession, reader: access.Reader, mail_id: str, *, body_limit: int | None
 ) -> dict[str, Any]:
-    ctx = await _readable(s, reader, mail_id, scope_session_id)
-    await record_reads(s, reader, [ctx], scope_session_id, "read")
+    ctx = await readable(s, reader, mail_id)
+    await record_reads(s, reader.principal, [ctx], reader.scope_id, "read")
     await mark_read(s, reader.name, [ctx])
     return mail_out(ctx, reader.name, body_limit)
 
@@ -321,28 +321,23 @@ async def mark_read_request(
         stmt = stmt.where(MailRow.session_id == session_id)
     if mail_ids is not None:
         stmt = stmt.where(MailRow.id.in_(mail_ids))
-    ctxs = await _contexts(s, list((await s.scalars(stmt)).all()))
+    ctxs = await contexts(s, list((await s.scalars(stmt)).all()))
     return await mark_read(s, reader.name, ctxs)
 
 
 async def thread(
-    s: AsyncSession,
-    reader: Principal,
-    mail_id: str,
-    *,
-    scope_session_id: str | None,
-    limit: int,
-    cursor: str | None,
+    s: AsyncSession, reader: access.Reader, mail_id: str, *, limit: int, cursor: str | None
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Every mail of that mail's session, oldest first (a session is a thread)."""
-    anchor = await _readable(s, reader, mail_id, scope_session_id)
+    access.require_scope(reader, "reading a thread")
+    anchor = await readable(s, reader, mail_id)
     stmt = select(MailRow).where(MailRow.session_id == anchor.session.id)
-    after = _cursor(cursor)
+    after = parse_cursor(cursor)
     if after is not None:
         stmt = stmt.where(MailRow.seq > after)
     mails = list((await s.scalars(stmt.order_by(MailRow.seq).limit(limit + 1))).all())
     more = len(mails) > limit
     mails = mails[:limit]
-    ctxs = await _contexts(s, mails)
-    await record_reads(s, reader, ctxs, scope_session_id, "thread")
+    ctxs = await contexts(s, mails)
+    await record_reads(s, reader.principal, ctxs, reader.scope_id, "thread")
     return [mail_out(c, reader.name) for c in ctxs], (str(mails[-1].seq) if more else None)

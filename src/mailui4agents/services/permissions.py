@@ -14,14 +14,14 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import GrantRow, PermissionRow, SessionRow
+from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.grants import GrantRule, grant_matches
 from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.modes import mode_for_deciding
-from mailui4agents.errors import ApiError, conflict, forbidden, invalid_value, not_found
+from mailui4agents.errors import ApiError, conflict, invalid_value, not_found
 from mailui4agents.events import log
-from mailui4agents.services import limits, mail, sessions
+from mailui4agents.services import access, limits, mail, sessions
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal, principal_key
 
@@ -71,10 +71,6 @@ def decision_event(row: PermissionRow) -> dict[str, Any]:
         "answers": row.answers,
         "decided_by": row.decided_by,
     }
-
-
-async def _humans(s: AsyncSession, session_id: str) -> list[str]:
-    return [n for n, human in await sessions.participants(s, session_id) if human]
 
 
 def _conflict(reason: str, message: str, **extra: Any) -> ApiError:
@@ -129,7 +125,7 @@ async def create_request(
         raise invalid_value("relay_key", "relay_key must not be empty")
     _validate_shape(kind, tool_name, question, options, multi_select)
     session = await sessions.get_session(s, session_id)
-    if not await sessions.is_participant(s, session.id, agent.name):
+    if not await access.is_member(s, session.id, agent.name):
         raise not_found(f"session '{session_id}'")
     # Relay keys belong to one agent: another agent's key neither collides with
     # this one nor reveals anything about it.
@@ -177,9 +173,10 @@ async def create_request(
             await log.append(s, [agent.key], "permission_decision", decision_event(row))
             return 201, permission_out(row, session)
 
-    humans = await _humans(s, session.id)
+    # Asked of the session's deciders only: a human the agent cc'd in is not one.
+    humans = await access.deciders(s, session.id)
     if not humans:
-        raise _conflict("no_human", "no human takes part in this session; nobody could decide")
+        raise _conflict("no_human", "this session has no human who may decide; nobody could")
     if not await _insert(s, row):
         return await _duplicate(s, agent.name, relay_key)
     subject, body = _request_text(row, session)
@@ -301,11 +298,10 @@ async def decide(
     grant_pattern: str | None,
     answers: list[str] | None,
 ) -> dict[str, Any]:
-    """A human of the request's session approves or denies it (once)."""
+    """A decider of the request's session approves or denies it (once)."""
     row = await get_request(s, request_id)
     session = await sessions.get_session(s, row.session_id)
-    if human.name not in await _humans(s, row.session_id):
-        raise forbidden("only a human of this session may decide its requests")
+    await access.Reader(human).ensure_decide(s, session, f"permission request '{request_id}'")
     await expire_due(s, row.session_id)
     if row.status != "pending":
         raise conflict(f"request already {row.status}", reason="already_decided")
@@ -367,7 +363,7 @@ async def _announce(
         type_="permission_decision",
         parent_mail_id=row.mail_id,
     )
-    humans = await _humans(s, session.id)
+    humans = await access.deciders(s, session.id)
     targets = [principal_key(row.agent_name, False), *(principal_key(h, True) for h in humans)]
     await log.append(s, targets, "permission_decision", decision_event(row))
 
@@ -430,7 +426,9 @@ async def list_for_human(
     stmt = select(PermissionRow, SessionRow).join(
         SessionRow, SessionRow.id == PermissionRow.session_id
     )
-    stmt = stmt.where(PermissionRow.session_id.in_(sessions.sessions_of(human.name)))
+    # What this human may decide, nothing else (admins included: docs/access.md).
+    decidable = select(SessionDeciderRow.session_id).where(SessionDeciderRow.name == human.name)
+    stmt = stmt.where(PermissionRow.session_id.in_(decidable))
     if status == "pending":
         stmt = stmt.where(PermissionRow.status == "pending")
     elif status == "decided":
@@ -466,10 +464,8 @@ def grant_out(g: GrantRow) -> dict[str, Any]:
 async def list_grants(
     s: AsyncSession, human: Principal, session_id: str | None, include_revoked: bool
 ) -> list[dict[str, Any]]:
-    stmt = select(GrantRow)
-    if not human.is_admin:
-        # One query, not one participant lookup per grant.
-        stmt = stmt.where(GrantRow.session_id.in_(sessions.sessions_of(human.name)))
+    # One query, not one participant lookup per grant.
+    stmt = select(GrantRow).where(GrantRow.session_id.in_(access.Reader(human).readable_ids()))
     if session_id is not None:
         stmt = stmt.where(GrantRow.session_id == session_id)
     if not include_revoked:
@@ -481,8 +477,10 @@ async def revoke_grant(s: AsyncSession, human: Principal, grant_id: str) -> dict
     g = await s.get(GrantRow, grant_id)
     if g is None:
         raise not_found(f"grant '{grant_id}'")
-    if not human.is_admin and human.name not in await _humans(s, g.session_id):
-        raise forbidden("only a human of the grant's session (or an admin) may revoke it")
+    if not human.is_admin:
+        # Admins may revoke any grant: revoking only takes power away (docs/access.md).
+        session = await sessions.get_session(s, g.session_id)
+        await access.Reader(human).ensure_decide(s, session, f"grant '{grant_id}'")
     if g.revoked_at is None:
         g.revoked_at = utcnow()
         await s.flush()

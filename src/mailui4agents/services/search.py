@@ -21,9 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import MailRow
 from mailui4agents.errors import invalid_value
-from mailui4agents.services import mail, scope
-from mailui4agents.services.discovery import readable_session_ids
-from mailui4agents.services.principals import Principal
+from mailui4agents.services import access, mail
 from mailui4agents.services.views import mail_out
 
 MARK = "**"  # around matched words in snippets (bodies are text/markdown)
@@ -102,25 +100,24 @@ def make_snippet(body: str, words: list[str]) -> str:
 
 async def search(
     s: AsyncSession,
-    reader: Principal,
+    reader: access.Reader,
     q: str | None,
-    scope_session_id: str | None,
     limit: int,
     cursor: str | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Mails matching every term of `q` in sessions `reader` may read, newest first.
 
-    Agents: participant, and — with a scope session — the same workspace as it.
-    Humans: participant; admins read all. Each result is MailOut + `snippet`.
+    Who may read what is `access.Reader` (agents: participant, in the workspace of
+    their scope session, which search requires). Each result is MailOut + `snippet`.
     Every returned mail is recorded in the read log (action "search").
     """
+    access.require_scope(reader, "searching")
     terms = parse_query(q)
-    workspace = await scope.scope_workspace(s, reader, scope_session_id)
-    readable = readable_session_ids(reader, workspace)
+    readable = reader.readable_ids()
     dialect = s.get_bind().dialect.name
 
     conditions: list[ColumnElement[bool]] = [MailRow.session_id.in_(readable)]
-    after = mail._cursor(cursor)
+    after = mail.parse_cursor(cursor)
     if after is not None:
         conditions.append(MailRow.seq < after)
     fts_snippet: Any = None
@@ -157,16 +154,7 @@ async def search(
         r[0].seq: (r[1] if fts_snippet is not None else make_snippet(r[0].body, terms.words))
         for r in rows
     }
-    ctxs = await mail._contexts(s, mails)
-
-    # The query above already keeps to readable sessions; check each session once
-    # more with the one rule of §4.6 so a query slip can never widen what is shown.
-    allowed: dict[str, bool] = {}
-    for c in ctxs:
-        if c.session.id not in allowed:
-            allowed[c.session.id] = await scope.may_read(s, reader, c.session, workspace)
-    ctxs = [c for c in ctxs if allowed[c.session.id]]
-
-    await mail.record_reads(s, reader, ctxs, scope_session_id, "search")
+    ctxs = await mail.contexts(s, mails)
+    await mail.record_reads(s, reader.principal, ctxs, reader.scope_id, "search")
     items = [{**mail_out(c, reader.name), "snippet": snippets[c.mail.seq]} for c in ctxs]
     return items, (str(mails[-1].seq) if more and mails else None)

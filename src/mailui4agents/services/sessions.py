@@ -9,12 +9,14 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow, new_id
+from mailui4agents.db.tables import MailRow, RecipientRow, SessionDeciderRow, SessionRow, new_id
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import NEW_SESSION, Address, is_valid_alias
 from mailui4agents.domain.aliases import alias_candidates, auto_alias, close_matches
-from mailui4agents.errors import ApiError, conflict, invalid_value, not_found
+from mailui4agents.errors import ApiError, conflict, forbidden, invalid_value, not_found
 from mailui4agents.events import log
+from mailui4agents.services import access, identity
+from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.views import session_out
 from mailui4agents.settings import Settings
@@ -133,9 +135,8 @@ async def refresh_enforcement(s: AsyncSession, agent: str, enforcement: str) -> 
     for row in rows:
         row.permission_enforcement = enforcement
         await s.flush()
-        people = await participants(s, row.id)
         out = await describe(s, row, agent)
-        await log.append(s, [principal_key(n, h) for n, h in people], "session_update", out)
+        await log.append(s, await audience(s, row.id), "session_update", out)
 
 
 async def by_alias(s: AsyncSession, workspace: str, alias: str, sender: Principal) -> SessionRow:
@@ -157,9 +158,23 @@ async def find_alias(
     row = await s.scalar(
         select(SessionRow).where(SessionRow.workspace == workspace, SessionRow.alias == alias)
     )
-    if row is not None and not sender.is_admin and not await is_participant(s, row.id, sender.name):
+    if row is not None and not await may_post(s, row, sender):
         return None
     return row
+
+
+async def may_post(s: AsyncSession, session: SessionRow, sender: Principal) -> bool:
+    """Members post into a session, and admins (who may read every session);
+    posting grants no power (docs/access.md)."""
+    return access.Reader(sender).sees_all or await access.is_member(s, session.id, sender.name)
+
+
+async def audience(s: AsyncSession, session_id: str) -> list[str]:
+    """The event-log keys of everyone told about a session's changes: its
+    participants and its deciders."""
+    keys = {principal_key(n, h) for n, h in await access.participants(s, session_id)}
+    keys.update(principal_key(n, True) for n in await access.deciders(s, session_id))
+    return sorted(keys)
 
 
 async def alias_not_found(
@@ -168,7 +183,8 @@ async def alias_not_found(
     known = (
         await s.scalars(
             select(SessionRow.alias).where(
-                SessionRow.workspace == workspace, SessionRow.id.in_(sessions_of(sender.name))
+                SessionRow.workspace == workspace,
+                SessionRow.id.in_(access.sessions_of(sender.name)),
             )
         )
     ).all()
@@ -192,6 +208,8 @@ async def adopt(
     default subject), or None when nothing is adoptable."""
     from mailui4agents.db.tables import PlatformSessionRow
 
+    if not await access.Reader(sender).can_adopt(s, agent):
+        return None  # to anyone else it is an unknown alias: nothing is revealed
     found = await s.scalar(
         select(PlatformSessionRow).where(
             PlatformSessionRow.agent_name == agent,
@@ -315,67 +333,9 @@ async def resolve_target(
     return session, created, target_subject
 
 
-async def participants(s: AsyncSession, session_id: str) -> list[tuple[str, bool]]:
-    """(name, is_human) of everyone in from/to/cc of the session's mails."""
-    senders = (
-        await s.execute(
-            select(MailRow.from_name, MailRow.from_human)
-            .where(MailRow.session_id == session_id)
-            .distinct()
-        )
-    ).all()
-    recipients = (
-        await s.execute(
-            select(RecipientRow.name, RecipientRow.is_human)
-            .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
-            .where(MailRow.session_id == session_id)
-            .distinct()
-        )
-    ).all()
-    seen: dict[str, bool] = {}
-    for name, human in [*senders, *recipients]:
-        seen.setdefault(name, human)
-    return sorted(seen.items())
-
-
-def sessions_of(name: str) -> Any:
-    """A subquery of the ids of sessions `name` sent or received mail in."""
-    sent = select(MailRow.session_id).where(MailRow.from_name == name)
-    got = (
-        select(MailRow.session_id)
-        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
-        .where(RecipientRow.name == name)
-    )
-    return sent.union(got)
-
-
-async def is_participant(s: AsyncSession, session_id: str, name: str) -> bool:
-    sent = await s.scalar(
-        select(MailRow.seq)
-        .where(MailRow.session_id == session_id, MailRow.from_name == name)
-        .limit(1)
-    )
-    if sent is not None:
-        return True
-    got = await s.scalar(
-        select(RecipientRow.id)
-        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
-        .where(MailRow.session_id == session_id, RecipientRow.name == name)
-        .limit(1)
-    )
-    return got is not None
-
-
-async def require_reader(s: AsyncSession, session_id: str, who: Principal) -> None:
-    """Participants may read a session; admins may read every session."""
-    if who.is_admin:
-        return
-    if not await is_participant(s, session_id, who.name):
-        raise not_found(f"session '{session_id}'")
-
-
 async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> dict[str, Any]:
-    people = await participants(s, row.id)
+    """SessionOut as `viewer` sees it (its unread count)."""
+    people = await access.participants(s, row.id)
     unread = await s.scalar(
         select(func.count(RecipientRow.id))
         .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
@@ -388,7 +348,8 @@ async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> dict[str, A
     from mailui4agents.services.permissions import pending_count
 
     pending = await pending_count(s, row.id)
-    return session_out(row, [n for n, _ in people], int(unread or 0), pending)
+    deciders = await access.deciders(s, row.id)
+    return session_out(row, [n for n, _ in people], int(unread or 0), pending, deciders)
 
 
 async def list_sessions(
@@ -400,9 +361,7 @@ async def list_sessions(
     limit: int,
     cursor: str | None,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    stmt = select(SessionRow)
-    if not who.is_admin:
-        stmt = stmt.where(SessionRow.id.in_(sessions_of(who.name)))
+    stmt = select(SessionRow).where(SessionRow.id.in_(access.Reader(who).readable_ids()))
     if status:
         stmt = stmt.where(SessionRow.status == status)
     if workspace is not None:
@@ -438,10 +397,11 @@ async def update_session(
     permission_mode: str | None,
     archived: bool | None,
 ) -> dict[str, Any]:
+    """Rename, change the mode, archive: for the session's deciders only."""
     row = await get_session(s, session_id)
-    if not who.is_admin and not await is_participant(s, row.id, who.name):
-        # The same answer as reading it: an outsider learns nothing, not even that it exists.
-        raise not_found(f"session '{session_id}'")
+    # An outsider learns nothing, not even that it exists (404); a reader without
+    # the power is told why (403).
+    await access.Reader(who).ensure_decide(s, row, f"session '{session_id}'")
     if alias is not None and alias != row.alias:
         if not is_valid_alias(alias):
             raise invalid_value(
@@ -461,9 +421,8 @@ async def update_session(
     if archived is not None:
         row.status = "archived" if archived else "active"
     await s.flush()
-    people = await participants(s, row.id)
     out = await describe(s, row, who.name)
-    await log.append(s, [principal_key(n, h) for n, h in people], "session_update", out)
+    await log.append(s, await audience(s, row.id), "session_update", out)
     return out
 
 
@@ -480,7 +439,7 @@ async def interactive_session(
     """The mail session of an interactive platform session: one per platform
     session, created on first use with workspace = the platform's cwd, and a first
     mail to the owner so that the owner is the human who decides."""
-    from mailui4agents.services import identity, mail
+    from mailui4agents.services import mail
 
     found = await s.scalar(
         select(SessionRow).where(
@@ -507,4 +466,43 @@ async def interactive_session(
         ),
         type_="system",
     )
+    await access.add_owners(s, row.id, [owner], by=agent.name)
     return row
+
+
+def decider_out(row: SessionDeciderRow) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "role": row.role,
+        "added_by": row.added_by,
+        "created_at": fmt_time(row.created_at),
+    }
+
+
+async def list_deciders(s: AsyncSession, who: Principal, session_id: str) -> list[dict[str, Any]]:
+    """Who decides in the session: for anyone who may read it."""
+    row = await get_session(s, session_id)
+    await access.Reader(who).ensure_read(s, row, f"session '{session_id}'")
+    return [decider_out(d) for d in await access.decider_rows(s, row.id)]
+
+
+async def change_deciders(
+    s: AsyncSession, who: Principal, session_id: str, *, add: str | None, remove: str | None
+) -> list[dict[str, Any]]:
+    """An owner adds or removes a decider (owners alone: a decider cannot name
+    more deciders, or power would spread by itself)."""
+    row = await get_session(s, session_id)
+    reader = access.Reader(who)
+    await reader.ensure_read(s, row, f"session '{session_id}'")
+    if not await reader.is_owner(s, row):
+        raise forbidden("only the session's owners may add or remove deciders")
+    if add is not None:
+        if await identity.kind_of(s, add) != "user":
+            raise invalid_value("name", f"no user is named '{add}' (deciders are people)")
+        await access.add_decider(s, row, add, who)
+    if remove is not None:
+        await access.remove_decider(s, row, remove)
+    await s.flush()
+    out = await describe(s, row, who.name)
+    await log.append(s, await audience(s, row.id), "session_update", out)
+    return [decider_out(d) for d in await access.decider_rows(s, row.id)]

@@ -129,7 +129,11 @@ def attachment_out(att: AttachmentRow) -> dict[str, Any]:
 
 
 def session_out(
-    session: SessionRow, participants: list[str], unread: int, pending: int = 0
+    session: SessionRow,
+    participants: list[str],
+    unread: int,
+    pending: int = 0,
+    deciders: list[str] | None = None,
 ) -> dict[str, Any]:
     return {
         "id": session.id,
@@ -141,6 +145,7 @@ def session_out(
         "platform_id": session.platform_id,
         "hop_limit": session.hop_limit,
         "participants": participants,
+        "deciders": deciders or [],
         "created_at": fmt_time(session.created_at),
         "last_mail_at": fmt_time(session.last_mail_at),
         "unread": unread,

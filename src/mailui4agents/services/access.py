@@ -1,0 +1,288 @@
+"""Who may read, who may decide, who may adopt: the one access rule (docs/access.md).
+
+Membership is two subqueries, and everything else is built from them:
+- `members_of(session)`: everyone in from/to/cc of the session's mails (participants);
+- `sessions_of(name)`: the sessions a name takes part in or was made a decider of.
+
+A `Reader` is built once per request from (principal, scope session). Its
+`can_read` is the check and `readable_ids` the same rule as SQL, so a list, a
+search and a single read can never disagree about who sees what.
+
+Power is not participation. A session's deciders (its owners, the humans on its
+first mail, and the humans the owners named) alone decide requests, create
+grants, change the mode, rename and archive. Being cc'd — by an agent above all —
+or an admin posting a mail grants none of that: otherwise an agent could cc in a
+more lenient human and pick its own approver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, delete, false, literal, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import (
+    AgentOwnerRow,
+    AgentRow,
+    MailRow,
+    RecipientRow,
+    SessionDeciderRow,
+    SessionRow,
+)
+from mailui4agents.errors import ApiError, forbidden, not_found
+from mailui4agents.services.principals import Principal
+
+# The admin visibility policy, in one place: admins may read every session (mail,
+# threads, search, session lists, grants), but gain no power by it — they decide
+# only where they are deciders, and their contacts are their own.
+ADMINS_READ_EVERY_SESSION = True
+
+OWNER, DECIDER = "owner", "decider"
+
+
+def sessions_of(name: str, session_id: str | None = None) -> Select[Any]:
+    """The ids of the sessions `name` sent or received mail in, or decides in.
+    With `session_id`, only that one (a cheap membership test)."""
+    sent = select(MailRow.session_id).where(MailRow.from_name == name)
+    got = (
+        select(MailRow.session_id)
+        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
+        .where(RecipientRow.name == name)
+    )
+    decides = select(SessionDeciderRow.session_id).where(SessionDeciderRow.name == name)
+    if session_id is not None:
+        sent = sent.where(MailRow.session_id == session_id)
+        got = got.where(MailRow.session_id == session_id)
+        decides = decides.where(SessionDeciderRow.session_id == session_id)
+    return select(sent.union(got, decides).subquery().c.session_id)
+
+
+def members_of(session_id: str) -> Select[Any]:
+    """(name, is_human) of everyone in from/to/cc of the session's mails."""
+    senders = select(MailRow.from_name.label("name"), MailRow.from_human.label("human")).where(
+        MailRow.session_id == session_id
+    )
+    recipients = (
+        select(RecipientRow.name.label("name"), RecipientRow.is_human.label("human"))
+        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+        .where(MailRow.session_id == session_id)
+    )
+    both = senders.union(recipients).subquery()
+    return select(both.c.name, both.c.human)
+
+
+async def participants(s: AsyncSession, session_id: str) -> list[tuple[str, bool]]:
+    """(name, is_human) of the session's participants, sorted by name."""
+    seen: dict[str, bool] = {}
+    for name, human in (await s.execute(members_of(session_id))).all():
+        seen.setdefault(name, bool(human))
+    return sorted(seen.items())
+
+
+async def is_member(s: AsyncSession, session_id: str, name: str) -> bool:
+    """Does `name` take part in (or decide in) the session?"""
+    return await s.scalar(sessions_of(name, session_id).limit(1)) is not None
+
+
+async def deciders(s: AsyncSession, session_id: str) -> list[str]:
+    """The humans who decide in the session: owners first, then named deciders."""
+    rows = await s.execute(
+        select(SessionDeciderRow.name, SessionDeciderRow.role)
+        .where(SessionDeciderRow.session_id == session_id)
+        .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
+    )
+    return [name for name, _ in rows.all()]
+
+
+async def add_owners(s: AsyncSession, session_id: str, names: Iterable[str], by: str) -> None:
+    """Make `names` (humans on the session's first mail) its owners."""
+    for name in dict.fromkeys(names):
+        s.add(SessionDeciderRow(session_id=session_id, name=name, role=OWNER, added_by=by))
+    await s.flush()
+
+
+async def decider_rows(s: AsyncSession, session_id: str) -> list[SessionDeciderRow]:
+    return list(
+        (
+            await s.scalars(
+                select(SessionDeciderRow)
+                .where(SessionDeciderRow.session_id == session_id)
+                .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
+            )
+        ).all()
+    )
+
+
+async def add_decider(s: AsyncSession, session: SessionRow, name: str, by: Principal) -> None:
+    """An owner names another human who may decide (idempotent)."""
+    row = await s.get(SessionDeciderRow, (session.id, name))
+    if row is None:
+        s.add(SessionDeciderRow(session_id=session.id, name=name, role=DECIDER, added_by=by.name))
+        await s.flush()
+
+
+async def remove_decider(s: AsyncSession, session: SessionRow, name: str) -> None:
+    """An owner takes a decider's power away; owners cannot be removed."""
+    row = await s.get(SessionDeciderRow, (session.id, name))
+    if row is None:
+        raise not_found(f"decider '{name}' of session '{session.id}'")
+    if row.role == OWNER:
+        raise ApiError(
+            409, "conflict", f"'{name}' owns this session and stays a decider", reason="owner"
+        )
+    await s.execute(
+        delete(SessionDeciderRow).where(
+            SessionDeciderRow.session_id == session.id, SessionDeciderRow.name == name
+        )
+    )
+
+
+def agent_owner_names(agent_name: str) -> Select[Any]:
+    """The usernames owning the agent `agent_name`."""
+    return (
+        select(AgentOwnerRow.username)
+        .join(AgentRow, AgentRow.id == AgentOwnerRow.agent_id)
+        .where(AgentRow.name == agent_name)
+    )
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What one caller may see and do, for one request.
+
+    `scope` is the session an agent is working in (humans have none). An agent's
+    reads are bound to its scope's workspace; without a scope it sees only mail
+    addressed to it (its inbox, those mails, their attachments) — the boundary is
+    never opt-in."""
+
+    principal: Principal
+    scope: SessionRow | None = None
+
+    @property
+    def name(self) -> str:
+        return self.principal.name
+
+    @property
+    def scope_id(self) -> str | None:
+        return self.scope.id if self.scope is not None else None
+
+    @property
+    def unscoped_agent(self) -> bool:
+        return self.principal.kind == "agent" and self.scope is None
+
+    @property
+    def sees_all(self) -> bool:
+        return self.principal.is_human and self.principal.is_admin and ADMINS_READ_EVERY_SESSION
+
+    def readable_ids(self) -> Select[Any]:
+        """The ids of the sessions this reader may read, as SQL (mirror of can_read)."""
+        stmt = select(SessionRow.id)
+        if self.unscoped_agent:
+            return stmt.where(false())
+        if not self.sees_all:
+            stmt = stmt.where(SessionRow.id.in_(sessions_of(self.name)))
+        if self.scope is not None:
+            stmt = stmt.where(SessionRow.workspace == self.scope.workspace)
+        return stmt
+
+    def own_ids(self) -> Select[Any]:
+        """Sessions the reader itself takes part in, within its scope (never all,
+        not even for admins): whom *I* exchanged mail with."""
+        stmt = select(SessionRow.id).where(SessionRow.id.in_(sessions_of(self.name)))
+        if self.unscoped_agent:
+            return stmt.where(false())
+        if self.scope is not None:
+            stmt = stmt.where(SessionRow.workspace == self.scope.workspace)
+        return stmt
+
+    async def can_read(self, s: AsyncSession, session: SessionRow) -> bool:
+        if self.unscoped_agent:
+            return False
+        if self.scope is not None and session.workspace != self.scope.workspace:
+            return False
+        return self.sees_all or await is_member(s, session.id, self.name)
+
+    async def ensure_read(self, s: AsyncSession, session: SessionRow, what: str) -> None:
+        """404 — the same as "does not exist" — unless this reader may read it."""
+        if not await self.can_read(s, session):
+            raise not_found(what)
+
+    async def can_read_mail(
+        self, s: AsyncSession, session: SessionRow, recipients: Iterable[str]
+    ) -> bool:
+        """A mail is readable in a readable session; an unscoped agent reads the
+        mails addressed to it and nothing else."""
+        if self.unscoped_agent:
+            return self.name in recipients
+        return await self.can_read(s, session)
+
+    async def can_decide(self, s: AsyncSession, session: SessionRow) -> bool:
+        """Owners and named deciders — humans — only. Admins too only if named."""
+        if not self.principal.is_human:
+            return False
+        found = await s.scalar(
+            select(literal(1)).where(
+                SessionDeciderRow.session_id == session.id,
+                SessionDeciderRow.name == self.name,
+            )
+        )
+        return found is not None
+
+    async def ensure_decide(self, s: AsyncSession, session: SessionRow, what: str) -> None:
+        """404 for who cannot even read it; 403 for a reader without the power."""
+        if not await self.can_read(s, session):
+            raise not_found(what)
+        if not await self.can_decide(s, session):
+            raise forbidden(
+                "only the session's owners and the deciders they named may do this "
+                "(being cc'd or posting into a session grants no power)"
+            )
+
+    async def is_owner(self, s: AsyncSession, session: SessionRow) -> bool:
+        row = await s.get(SessionDeciderRow, (session.id, self.name))
+        return self.principal.is_human and row is not None and row.role == OWNER
+
+    async def can_see_platform_sessions_of(self, s: AsyncSession, agent_name: str) -> bool:
+        """An agent's platform sessions (titles included) are for the agent itself
+        and its owners; other agents and humans never see them."""
+        if self.principal.kind == "agent":
+            return self.name == agent_name
+        found = await s.scalar(
+            select(literal(1)).where(
+                AgentOwnerRow.username == self.name,
+                AgentOwnerRow.agent_id.in_(select(AgentRow.id).where(AgentRow.name == agent_name)),
+            )
+        )
+        return found is not None
+
+    async def can_adopt(self, s: AsyncSession, agent_name: str) -> bool:
+        """Only an agent's owners adopt its platform sessions (a stranger who got
+        there first would take over the owner's conversation)."""
+        return self.principal.is_human and await self.can_see_platform_sessions_of(s, agent_name)
+
+
+async def reader(s: AsyncSession, principal: Principal, scope_session_id: str | None) -> Reader:
+    """The Reader for a request. An agent's scope must be a session it takes part
+    in (naming another would widen what it may read): 404 otherwise. Humans are
+    not workspace-bound; a scope they pass is ignored."""
+    if principal.kind != "agent" or scope_session_id is None:
+        return Reader(principal)
+    scope = await s.get(SessionRow, scope_session_id)
+    if scope is None or not await is_member(s, scope.id, principal.name):
+        raise not_found(f"session '{scope_session_id}'")
+    return Reader(principal, scope)
+
+
+def require_scope(r: Reader, what: str) -> None:
+    """Reads beyond one's own mail need the session one works in."""
+    if r.unscoped_agent:
+        raise ApiError(
+            400,
+            "missing_field",
+            f"{what} needs session_id: the session you are working in (without it an agent "
+            "sees only mail addressed to it)",
+            field="session_id",
+        )
