@@ -428,3 +428,42 @@ def test_age_is_short(created: str | None, shown: str) -> None:
 )
 def test_grant_text_says_what_the_pattern_covers(grant: dict[str, Any], text: str) -> None:
     assert text in approvals.grant_text(grant)
+
+
+# -- deciders and agent owners ------------------------------------------------------------
+
+
+def test_deciders_lists_the_owner_and_an_owner_adds_and_removes_one(
+    world: World, gateway_process: GatewayProcess, tmp_path: Path
+) -> None:
+    owners = world.ana.json("deciders", world.session_id)
+    assert [(d["name"], d["role"]) for d in owners] == [("ana", "owner")]
+    admin = Cli(gateway_process.url, tmp_path / "xdg-admin", {})
+    admin.ok("login", "--username", "admin", "--password", ADMIN_PASSWORD)
+    admin.ok("user", "add", "dora", "--password", USER_PASSWORD)
+    added = world.ana.json("deciders", world.session_id, "--add", "dora")
+    assert [(d["name"], d["role"]) for d in added] == [("ana", "owner"), ("dora", "decider")]
+    # The admin reads the session but is no owner: it cannot name deciders.
+    refused = admin("deciders", world.session_id, "--add", "admin")
+    assert refused.returncode != 0
+    assert "owners" in refused.stderr
+    out = world.ana.ok("deciders", world.session_id, "--remove", "dora").stdout
+    assert out.split() == ["ana", "owner"]
+
+
+def test_agent_owners_are_shown_and_changed_by_an_admin(
+    world: World, gateway_process: GatewayProcess, tmp_path: Path
+) -> None:
+    admin = Cli(gateway_process.url, tmp_path / "xdg-admin", {})
+    admin.ok("login", "--username", "admin", "--password", ADMIN_PASSWORD)
+    assert [o["username"] for o in admin.json("agent", "owners", "claude")] == ["admin"]
+    after = admin.json("agent", "owners", "claude", "--add", "ana")
+    assert sorted(o["username"] for o in after) == ["admin", "ana"]
+    assert [
+        o["username"] for o in admin.json("agent", "owners", "claude", "--remove", "admin")
+    ] == ["ana"]
+    created = admin.json("agent", "add", "pi", "--owner", "ana")
+    assert created["name"] == "pi"
+    assert [o["username"] for o in admin.json("agent", "owners", "pi")] == ["ana"]
+    # A person who is not an admin cannot see or change owners.
+    assert world.ana("agent", "owners", "claude").returncode != 0

@@ -66,12 +66,21 @@ def agent() -> None:
     metavar="PATH",
     help="A workspace (project directory) the agent works in; repeatable.",
 )
+@click.option(
+    "--owner",
+    "owners",
+    multiple=True,
+    metavar="USER",
+    help="A person who sees and adopts the agent's platform sessions; repeatable (default: you).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print {name, key, created_at} as JSON.")
-def agent_add(name: str, workspaces: tuple[str, ...], as_json: bool) -> None:
+def agent_add(
+    name: str, workspaces: tuple[str, ...], owners: tuple[str, ...], as_json: bool
+) -> None:
     """Create the agent NAME and print its key (shown only this once)."""
 
     async def create(client: AsyncClient) -> dict[str, Any]:
-        return await client.admin_create_agent(name, list(workspaces) or None)
+        return await client.admin_create_agent(name, list(workspaces) or None, list(owners) or None)
 
     created = run(create)
     if as_json:
@@ -91,6 +100,22 @@ def agent_list(as_json: bool) -> None:
     for item in agents:
         workspaces = ", ".join(str(path) for path in item.get("workspaces") or [])
         click.echo(f"{item.get('name')}  {workspaces}".rstrip())
+
+
+@agent.command("owners")
+@click.argument("name")
+@click.option("--add", "add", metavar="USER", help="Make USER an owner of the agent.")
+@click.option("--remove", "remove", metavar="USER", help="Remove USER from its owners.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def agent_owners(name: str, add: str | None, remove: str | None, as_json: bool) -> None:
+    """Show (or change) who owns agent NAME: only owners see and adopt its platform
+    sessions."""
+    owners = run(lambda client: client.admin_agent_owners(name, add=add, remove=remove))
+    if as_json:
+        echo_json(owners)
+        return
+    for item in owners:
+        click.echo(f"{item.get('username')}  (added by {item.get('added_by')})")
 
 
 @agent.command("rotate-key")

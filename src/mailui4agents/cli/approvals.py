@@ -329,3 +329,19 @@ def revoke(grant_id: str, as_json: bool) -> None:
     click.echo(
         f"Revoked grant {grant_id} ({grant_text(revoked)}, session {revoked.get('session_id')})."
     )
+
+
+@click.command("deciders")
+@click.argument("session_id", metavar="SESSION_ID")
+@click.option("--add", "add", metavar="USER", help="Let USER decide in this session (owners).")
+@click.option("--remove", "remove", metavar="USER", help="Take USER's decider role away (owners).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def deciders(session_id: str, add: str | None, remove: str | None, as_json: bool) -> None:
+    """Who may approve, deny and change the mode in a session: its owners (the people
+    on its first mail) and the deciders they named. Being cc'd grants nothing."""
+    rows = run_as_person(lambda client: client.deciders(session_id, add=add, remove=remove))
+    if as_json:
+        echo_json(rows)
+        return
+    for item in rows:
+        click.echo(f"{item.get('name')}  {item.get('role')}")

@@ -35,6 +35,7 @@ COMMANDS = {
     "answer": "mailui4agents.cli.approvals:answer",
     "grants": "mailui4agents.cli.approvals:grants",
     "revoke": "mailui4agents.cli.approvals:revoke",
+    "deciders": "mailui4agents.cli.approvals:deciders",
     "hook": "mailui4agents.cli.hook:hook",
     "install-hook": "mailui4agents.cli.install:install_hook",
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",

@@ -80,13 +80,27 @@ class AsyncClient:
         return _as_dict(await self._call("POST", "/admin/users", json=body))
 
     async def admin_create_agent(
-        self, name: str, workspaces: list[str] | None = None
+        self, name: str, workspaces: list[str] | None = None, owners: list[str] | None = None
     ) -> dict[str, Any]:
-        """Create an agent (admin only): ``{name, key, created_at}``; the key is shown once."""
+        """Create an agent (admin only): ``{name, key, owners, created_at}``; the key is
+        shown once. ``owners`` (default: you) see and adopt its platform sessions."""
         body: dict[str, Any] = {"name": name}
         if workspaces is not None:
             body["workspaces"] = workspaces
+        if owners is not None:
+            body["owners"] = owners
         return _as_dict(await self._call("POST", "/admin/agents", json=body))
+
+    async def admin_agent_owners(
+        self, name: str, *, add: str | None = None, remove: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The owners of agent ``name`` (admin only), after adding/removing one."""
+        path = f"/admin/agents/{_seg(name)}/owners"
+        if add is not None:
+            await self._call("POST", path, json={"name": add})
+        if remove is not None:
+            await self._call("DELETE", f"{path}/{_seg(remove)}")
+        return list(_as_dict(await self._call("GET", path))["items"])
 
     async def admin_list_users(self) -> list[dict[str, Any]]:
         """Every user (admin only, no secrets), all pages."""
@@ -326,6 +340,18 @@ class AsyncClient:
         )  # fmt: skip
         path = f"/permissions/{_seg(request_id)}/decision"
         return _as_dict(await self._call("POST", path, json=body))
+
+    async def deciders(
+        self, session_id: str, *, add: str | None = None, remove: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Human: who decides in a session (owners, named deciders); owners may
+        add or remove a decider."""
+        path = f"/sessions/{_seg(session_id)}/deciders"
+        if add is not None:
+            await self._call("POST", path, json={"name": add})
+        if remove is not None:
+            await self._call("DELETE", f"{path}/{_seg(remove)}")
+        return list(_as_dict(await self._call("GET", path))["items"])
 
     async def grants(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Human: standing grants of the human's sessions."""
