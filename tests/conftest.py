@@ -4,15 +4,17 @@ subprocesses for SSE, restarts and end-to-end scenarios."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
-from mailui4agents.app import create_app
+from mailui4agents.app import create_app, start_gateway
 from mailui4agents.settings import Settings
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 
@@ -35,9 +37,28 @@ def fast_settings(tmp_path: Path, **overrides: Any) -> Settings:
     )
 
 
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database migrated to head with its admin, made once per test run: each
+    test starts from a copy instead of running every migration again."""
+    root = tmp_path_factory.mktemp("template")
+    settings = fast_settings(root)
+
+    async def make() -> None:
+        gw, _ = await start_gateway(settings)
+        await gw.db.dispose()
+
+    anyio.run(make)
+    return settings.data_dir
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return fast_settings(tmp_path)
+def settings(tmp_path: Path, template_db: Path) -> Settings:
+    s = fast_settings(tmp_path)
+    s.data_dir.mkdir(parents=True)
+    for f in template_db.iterdir():  # the database and any WAL files beside it
+        shutil.copy2(f, s.data_dir / f.name)
+    return s
 
 
 @dataclass
