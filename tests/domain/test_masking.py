@@ -182,7 +182,20 @@ def test_a_deep_or_cyclic_structure_is_cut_off_as_masked() -> None:
         child: list[object] = []
         level.append(child)
         level = child
-    mask_secrets(deep)  # no RecursionError
+    level.append("sk-live-secret")
+    masked = mask_secrets(deep)  # no RecursionError
+    depth = 0
+    while isinstance(masked, list):
+        [masked] = masked
+        depth += 1
+    assert masked == "***"  # cut off as masked, not kept
+    assert 10 < depth < 5000
+    cyclic: dict[str, object] = {"token": "x"}
+    cyclic["self"] = cyclic
+    out = mask_secrets(cyclic)
+    while isinstance(out, dict):
+        out = out["self"]
+    assert out == "***"
 
 
 def test_long_unbroken_text_is_masked_in_linear_time() -> None:

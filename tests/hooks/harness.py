@@ -1,8 +1,8 @@
 """Run real `agentmail hook <platform>` subprocesses and act as the human.
 
 Each hook is a real process fed the platform's documented stdin JSON; the human
-decides through the HTTP API. Nothing sleeps to synchronise: the human polls
-the pending list with a deadline to learn when a request has arrived.
+decides through the HTTP API. Nothing sleeps or polls to synchronise: the human
+waits on its own event stream (with a deadline) to learn when a request arrived.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import httpx
 from anyio.abc import TaskGroup
 
 from mailui4agents.testing import clean_env
+from tests.sse import Got, collect
 
 HOOK_DEADLINE_S = 30.0
 
@@ -232,13 +233,21 @@ class Human:
     async def wait_pending(
         self, session_id: str, count: int = 1, deadline: float = 15.0
     ) -> list[dict[str, Any]]:
-        """The session's pending requests once there are `count` of them."""
-        with anyio.fail_after(deadline):
-            while True:
-                pending = await self.permissions(session_id, "pending")
-                if len(pending) >= count:
-                    return pending
-                await anyio.sleep(0.02)  # polling interval, not synchronisation
+        """The session's pending requests once there are `count` of them: waits on
+        ana's event stream (replayed from the start, so nothing is missed) for
+        `count` requests other than those already closed."""
+        closed = {p["id"] for p in await self.permissions(session_id) if p["status"] != "pending"}
+
+        def seen(got: list[Got]) -> bool:
+            asked = [g.data for g in got if g.type == "permission_request"]
+            mine = [a for a in asked if a["session_id"] == session_id and a["id"] not in closed]
+            return len(mine) >= count
+
+        await collect(
+            self.http, "/api/v1/events", self.tokens["ana"], until=seen, last_event_id=0,
+            deadline=deadline,
+        )  # fmt: skip
+        return [p for p in await self.permissions(session_id) if p["status"] == "pending"]
 
     async def decide(self, request_id: str, decision: str, **extra: Any) -> dict[str, Any]:
         r = await self.http.post(
@@ -259,14 +268,24 @@ class Human:
         return list(r.json()["items"])
 
     async def wait_bound_session(self, platform_id: str, deadline: float = 15.0) -> dict[str, Any]:
-        """The human's session bound to this platform session, once it exists."""
+        """The human's session bound to this platform session, once it exists: its
+        first mail (type system) wakes ana's event stream; no polling."""
+
+        def system_mail(got: list[Got]) -> bool:
+            return any(g.type == "new_mail" and g.data["type"] == "system" for g in got)
+
+        last = 0
         with anyio.fail_after(deadline):
             while True:
                 bound = [s for s in await self.sessions() if s["platform_id"] == platform_id]
                 if bound:
                     [session] = bound
                     return session
-                await anyio.sleep(0.02)  # polling interval, not synchronisation
+                got = await collect(
+                    self.http, "/api/v1/events", self.tokens["ana"], until=system_mail,
+                    last_event_id=last, deadline=deadline,
+                )  # fmt: skip
+                last = got[-1].id
 
     async def sessions(self, who: str = "ana") -> list[dict[str, Any]]:
         r = await self.http.get("/api/v1/sessions", params={"limit": 500}, headers=self.auth(who))
