@@ -44,7 +44,9 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     db = Database(settings.resolved_database_url())
     await migrate.upgrade(db)
     hasher = identity.password_hasher(settings.argon2_time_cost, settings.argon2_memory_kib)
-    gw = Gateway(settings=settings, db=db, hub=EventHub(), hasher=hasher)
+    hub = EventHub(max_queue=settings.sse_queue_max, batch=settings.sse_batch)
+    gw = Gateway(settings=settings, db=db, hub=hub, hasher=hasher)
+    gw.attach_hub()
     async with gw.write() as s:
         generated = await identity.ensure_admin(s, hasher, settings.admin_password)
     return gw, generated
@@ -62,10 +64,12 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(scheduler.run, gw, stop)
+            tg.start_soon(gw.hub.run)
             try:
                 yield
             finally:
                 stop.set()  # the pass in progress finishes; nothing is cut midway
+                gw.hub.close()
         await gw.db.dispose()
 
     app = FastAPI(

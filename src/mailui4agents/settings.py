@@ -39,6 +39,18 @@ class Settings(BaseModel):
     sse_batch: int = Field(
         default=500, ge=1, description="Most events read from the log in one query."
     )
+    sse_queue_max: int = Field(
+        default=1000,
+        ge=1,
+        description="Events one stream may have waiting in memory; a stream whose "
+        "client falls further behind drops them and re-reads the log.",
+    )
+    sse_token_recheck_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds between re-checks of an open stream's token (revocations "
+        "re-check at once; expiry ends the stream at its time).",
+    )
     default_hop_limit: int = Field(default=5, ge=1, description="Hop limit given to new sessions.")
     argon2_time_cost: int = Field(
         default=3, ge=1, description="Argon2id passes for password hashes."

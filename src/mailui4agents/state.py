@@ -10,7 +10,8 @@ from argon2 import PasswordHasher
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
-from mailui4agents.events.hub import EventHub
+from mailui4agents.events import log
+from mailui4agents.events.hub import EventHub, LiveEvent
 from mailui4agents.settings import Settings
 
 
@@ -28,8 +29,24 @@ class Gateway:
         async with self.db.write() as s:
             yield s
             notify = s.info.pop("notify", None)
+            recheck = s.info.pop("recheck", None)
         if notify:
             self.hub.notify(notify)
+        if recheck:
+            self.hub.recheck(recheck)
+
+    def attach_hub(self) -> None:
+        """Give the hub its two log reads (one shared read per commit)."""
+
+        async def read_after(after: int, limit: int) -> list[LiveEvent]:
+            async with self.read() as s:
+                return await log.after_all(s, after, limit)
+
+        async def read_head() -> int:
+            async with self.read() as s:
+                return await log.last_id(s)
+
+        self.hub.attach(read_after, read_head)
 
     def read(self) -> AbstractAsyncContextManager[AsyncSession]:
         return self.db.read()

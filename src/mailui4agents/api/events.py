@@ -1,11 +1,17 @@
-"""SSE streams. The database log is the truth: a stream reads it from the client's
-Last-Event-ID (or from "now" on a fresh connection) and sleeps until the hub says
-its owner has something new. Replays survive gateway restarts."""
+"""SSE streams. The database log is the truth: a stream replays it from the
+client's Last-Event-ID (or starts at "now" on a fresh connection), then takes
+new rows from the hub, which reads the log once per commit for every open stream
+(events/hub.py). Replays survive gateway restarts.
+
+A token is re-checked when a revocation of its principal says so, on a timer
+(settings.sse_token_recheck_s), and the stream ends at the token's expiry; never
+per event."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -13,6 +19,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
+from mailui4agents.db.types import utcnow
 from mailui4agents.errors import invalid_value
 from mailui4agents.events import log
 from mailui4agents.services import identity
@@ -35,51 +42,98 @@ def _last_event_id(request: Request) -> int | None:
     return value
 
 
-async def _still_valid(gw: Gateway, token: str) -> bool:
+async def _valid_until(gw: Gateway, token: str) -> tuple[bool, datetime | None]:
+    """Whether the token still works, and until when (None: until revoked)."""
     async with gw.read() as s:
-        return await identity.authenticate(s, token) is not None
+        found = await identity.authenticate_until(s, token)
+    return (False, None) if found is None else (True, found[1])
+
+
+def _sse(event_id: int, type_: str, data: Any) -> ServerSentEvent:
+    return ServerSentEvent(data=json.dumps(data, ensure_ascii=False), event=type_, id=str(event_id))
 
 
 async def _stream(
-    gw: Gateway, who: Principal, token: str, after: int
+    gw: Gateway,
+    who: Principal,
+    token: str,
+    after: int,
+    until: datetime | None,
+    reset: dict[str, Any] | None,
 ) -> AsyncIterator[ServerSentEvent]:
-    key = who.key
-    with gw.hub.subscribe(key) as wake:
+    # Subscribed here, not in _open: a generator that never starts would never
+    # unsubscribe. Nothing is lost: the first pass replays the log from `after`
+    # (fixed before the 200) after subscribing.
+    sub = await gw.hub.subscribe(who.key)
+    try:
         # Tells the client the stream is open, so it may now post a request whose
         # answer it must not miss (approval round trips open the stream first). The
         # id (no data, so no event is dispatched) is the stream's start position: a
         # client that reconnects before any event resumes from here, losing nothing.
         yield ServerSentEvent(comment="connected", id=str(after))
+        if reset is not None:
+            # The client's Last-Event-ID is ahead of the log (a restore from backup):
+            # events it would wait for may never come; it must catch up through the
+            # inbox and resume from the id given here (docs/design.md, "Events").
+            yield _sse(after, "reset", reset)
+        recheck_every = gw.settings.sse_token_recheck_s
+        next_check = anyio.current_time() + recheck_every
         while True:
-            wake.clear()  # before reading: a commit after this point wakes us again
-            async with gw.read() as s:
-                rows = await log.since(s, key, after, gw.settings.sse_batch)
-            for row in rows:
-                after = row.id
-                yield ServerSentEvent(
-                    data=json.dumps(row.data, ensure_ascii=False),
-                    event=row.type,
-                    id=str(row.id),
-                )
-            if len(rows) < gw.settings.sse_batch:
-                # Wake on news, or at least every ping interval, and re-check the
-                # token: a revoked key must stop receiving at once, not at reconnect.
-                with anyio.move_on_after(gw.settings.sse_ping_s):
-                    await wake.wait()
-                if not await _still_valid(gw, token):
-                    return
+            if sub.reread:  # on open, and when the hub says the queue was dropped
+                sub.reread = False
+                sub.rows.clear()
+                while True:
+                    async with gw.read() as s:
+                        rows = await log.since(s, sub.principal, after, gw.settings.sse_batch)
+                    for row in rows:
+                        after = row.id
+                        yield _sse(row.id, row.type, row.data)
+                    if len(rows) < gw.settings.sse_batch:
+                        break
+            while sub.rows and not sub.reread:
+                live = sub.rows.popleft()
+                if live.id > after:  # the replay may have sent it already
+                    after = live.id
+                    yield _sse(live.id, live.type, live.data)
+            if sub.reread:
+                continue
+            now = anyio.current_time()
+            expired = until is not None and utcnow() >= until
+            if sub.recheck or now >= next_check or expired:
+                sub.recheck = False
+                next_check = now + recheck_every
+                valid, until = await _valid_until(gw, token)
+                if not valid:
+                    return  # revoked or expired: a reconnect gets 401
+                continue
+            sub.wake.clear()
+            timeout = next_check - now
+            if until is not None:
+                timeout = min(timeout, (until - utcnow()).total_seconds())
+            with anyio.move_on_after(max(timeout, 0.0)):
+                await sub.wake.wait()
+    finally:
+        gw.hub.unsubscribe(sub)
 
 
 async def _open(request: Request, gw: Gateway, who: Principal) -> EventSourceResponse:
     after = _last_event_id(request)
-    if after is None:
-        # A fresh connection starts at "now"; clients catch up through the inbox.
-        async with gw.read() as s:
-            after = await log.last_id(s)
-    headers: dict[str, Any] = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     token = request.headers.get("authorization", "").partition(" ")[2].strip()
+    async with gw.read() as s:
+        head = await log.last_id(s)
+        found = await identity.authenticate_until(s, token)
+    until = None if found is None else found[1]
+    reset: dict[str, Any] | None = None
+    if after is None:
+        after = head  # a fresh connection starts at "now"; clients catch up via the inbox
+    elif after > head:
+        reset = {"reason": "ahead_of_log", "last_event_id": after, "head": head}
+        after = head
+    headers: dict[str, Any] = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return EventSourceResponse(
-        _stream(gw, who, token, after), ping=gw.settings.sse_ping_s, headers=headers
+        _stream(gw, who, token, after, until, reset),
+        ping=gw.settings.sse_ping_s,
+        headers=headers,
     )
 
 

@@ -57,7 +57,7 @@ async def get_permission(
             raise not_found(f"permission request '{request_id}'")
         return row
 
-    with gw.hub.subscribe(who.key) as wake:
+    async with gw.hub.waiter(who.key) as wake:
         row = await load()
         with anyio.move_on_after(wait):
             while row.status == "pending":

@@ -1,36 +1,181 @@
-"""In-process wake-ups for open streams. The log is the truth; the hub only says
-"look again". A missed wake-up costs latency, never an event."""
+"""In-process fan-out for open streams. The log is the truth; the hub only saves
+streams from reading it themselves.
+
+One reader task reads the log once per commit (wake-ups that arrive while it
+reads are coalesced into the next read) and hands each new row to the open
+streams of the row's principal, in memory. A stream reads the log itself only
+when it opens (replay from Last-Event-ID) and when the hub tells it to (its
+queue overflowed, or the shared read failed): a missed hand-off costs a read,
+never an event. Token re-checks are asked for by revocations (`recheck`), not
+by events. See docs/design.md, "Events".
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import logging
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("mailui4agents.events")
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    """One log row as the hub hands it out (detached from any database session)."""
+
+    id: int
+    principal: str
+    type: str
+    data: Any
+
+
+# Reads the log after an id, all principals, oldest first, at most `limit` rows.
+ReadAfter = Callable[[int, int], Awaitable[list[LiveEvent]]]
+# The newest id of the log (0 when empty).
+ReadHead = Callable[[], Awaitable[int]]
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One open stream. The hub fills `rows`, sets `wake`, and raises `reread`
+    when the stream must read the log itself from its own cursor."""
+
+    principal: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    rows: deque[LiveEvent] = field(default_factory=deque)
+    reread: bool = True  # a new stream replays from the log first
+    recheck: bool = False
+    keep_rows: bool = True  # False: only woken (a long-poll that re-reads its row)
 
 
 class EventHub:
-    def __init__(self) -> None:
-        self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+    def __init__(self, max_queue: int = 1000, batch: int = 500) -> None:
+        self._subs: dict[str, set[Subscription]] = defaultdict(set)
+        self._max_queue = max_queue
+        self._batch = batch
+        # Newest id the reader has handed out; None while no stream is open (then
+        # nothing is read, and the first stream to open sets it from the log head).
+        self._cursor: int | None = None
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._read_after: ReadAfter | None = None
+        self._read_head: ReadHead | None = None
+        self.shared_reads = 0  # log reads done by the reader task (for tests and metrics)
 
-    @contextmanager
-    def subscribe(self, principal: str) -> Iterator[asyncio.Event]:
-        """An asyncio.Event set whenever `principal` may have new events."""
-        ev = asyncio.Event()
-        self._waiters[principal].add(ev)
+    # -- streams -------------------------------------------------------------------
+
+    async def subscribe(self, principal: str, *, keep_rows: bool = True) -> Subscription:
+        """Register a stream. Returned once the hub hands this stream every row
+        committed after the stream's next own read of the log (it must read the
+        log once, `reread` is True, before trusting `rows`). With `keep_rows`
+        False the subscription is only woken by its principal's new rows."""
+        sub = Subscription(principal, reread=keep_rows, keep_rows=keep_rows)
+        self._subs[principal].add(sub)
         try:
-            yield ev
-        finally:
-            waiters = self._waiters.get(principal)
-            if waiters is not None:
-                waiters.discard(ev)
-                if not waiters:
-                    del self._waiters[principal]
+            if self._cursor is None and self._read_head is not None:
+                head = await self._read_head()
+                if self._cursor is None:
+                    self._cursor = head
+                    self._wake.set()  # commits seen while unset were not read
+        except BaseException:
+            self.unsubscribe(sub)
+            raise
+        return sub
 
-    def notify(self, principals: Iterable[str]) -> None:
-        for p in principals:
-            for ev in self._waiters.get(p, ()):
-                ev.set()
+    @asynccontextmanager
+    async def waiter(self, principal: str) -> AsyncIterator[asyncio.Event]:
+        """An event set whenever `principal` gets new rows (for long-polls)."""
+        sub = await self.subscribe(principal, keep_rows=False)
+        try:
+            yield sub.wake
+        finally:
+            self.unsubscribe(sub)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        subs = self._subs.get(sub.principal)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sub.principal]
 
     def connected(self, principal: str) -> int:
-        return len(self._waiters.get(principal, ()))
+        return len(self._subs.get(principal, ()))
+
+    # -- writers -------------------------------------------------------------------
+
+    def notify(self, principals: Iterable[str]) -> None:
+        """Called after a commit that appended events: one shared read follows."""
+        del principals  # any open stream may be among them; the read filters
+        if self._subs:
+            self._wake.set()
+
+    def recheck(self, principals: Iterable[str]) -> None:
+        """A token or key of these principals was revoked or shortened: their
+        streams re-check their own token now (the others keep sleeping)."""
+        for p in principals:
+            for sub in self._subs.get(p, ()):
+                sub.recheck = True
+                sub.wake.set()
+
+    # -- the reader task ------------------------------------------------------------
+
+    def attach(self, read_after: ReadAfter, read_head: ReadHead) -> None:
+        self._read_after = read_after
+        self._read_head = read_head
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Read the log once per wake-up and fan the rows out, until `close()`.
+        A read in progress finishes (cancelling an aiosqlite call midway hangs
+        its connection's close; see services/scheduler.py)."""
+        assert self._read_after is not None, "attach() before run()"
+        while not self._closed:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._closed:
+                return
+            if not self._subs:
+                self._cursor = None
+                continue
+            try:
+                await self._read_all(self._read_after)
+            except Exception:
+                log.exception("shared event read failed; streams read the log themselves")
+                for subs in self._subs.values():
+                    for sub in subs:
+                        sub.reread = True
+                        sub.wake.set()
+
+    async def _read_all(self, read_after: ReadAfter) -> None:
+        while self._cursor is not None and not self._closed:
+            rows = await read_after(self._cursor, self._batch)
+            self.shared_reads += 1
+            self._dispatch(rows)
+            if rows and self._cursor is not None:
+                self._cursor = max(self._cursor, rows[-1].id)
+            if len(rows) < self._batch:
+                return
+
+    def _dispatch(self, rows: list[LiveEvent]) -> None:
+        for row in rows:
+            for sub in self._subs.get(row.principal, ()):
+                if not sub.keep_rows:
+                    sub.wake.set()
+                    continue
+                if sub.reread:
+                    continue  # it reads the log itself, this row included
+                if len(sub.rows) >= self._max_queue:
+                    # A stream whose client does not keep up: drop its queue, it
+                    # catches up from the log (memory stays bounded per stream).
+                    sub.rows.clear()
+                    sub.reread = True
+                else:
+                    sub.rows.append(row)
+                sub.wake.set()

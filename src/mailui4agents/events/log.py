@@ -10,6 +10,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import EventRow
+from mailui4agents.events.hub import LiveEvent
 
 _PG_EVENT_LOCK = 0x6D61696C  # any constant; serialises appends on PostgreSQL
 
@@ -40,3 +41,15 @@ async def since(s: AsyncSession, principal: str, after: int, limit: int) -> list
 async def last_id(s: AsyncSession) -> int:
     """The newest event id of the whole log (0 when empty)."""
     return int(await s.scalar(select(func.coalesce(func.max(EventRow.id), 0))) or 0)
+
+
+async def after_all(s: AsyncSession, after: int, limit: int) -> list[LiveEvent]:
+    """Every principal's events after `after`, oldest first: the hub's one read per
+    commit (events/hub.py), fanned out in memory."""
+    rows = await s.execute(
+        select(EventRow.id, EventRow.principal, EventRow.type, EventRow.data)
+        .where(EventRow.id > after)
+        .order_by(EventRow.id)
+        .limit(limit)
+    )
+    return [LiveEvent(int(r.id), r.principal, r.type, r.data) for r in rows]

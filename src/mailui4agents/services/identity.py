@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import AgentKeyRow, AgentOwnerRow, AgentRow, UserRow, UserTokenRow
@@ -19,6 +19,7 @@ from mailui4agents.services.principals import Principal
 
 USER_TOKEN_PREFIX = "am_user_"
 AGENT_KEY_PREFIX = "am_agent_"
+MAX_LISTED_TOKENS = 500  # GET /auth/tokens lists at most this many (newest first)
 
 
 def password_hasher(time_cost: int = 3, memory_kib: int = 65536) -> PasswordHasher:
@@ -83,11 +84,66 @@ async def verify_password(
     return row
 
 
-async def issue_user_token(s: AsyncSession, user_id: str, name: str) -> str:
+async def issue_user_token(
+    s: AsyncSession, user_id: str, name: str, ttl_s: float | None = None
+) -> str:
+    """A new token; `ttl_s` None means until revoked (named API tokens)."""
     token = new_secret(USER_TOKEN_PREFIX)
-    s.add(UserTokenRow(user_id=user_id, name=name, token_hash=hash_token(token)))
+    expires = None if ttl_s is None else utcnow() + timedelta(seconds=ttl_s)
+    s.add(
+        UserTokenRow(user_id=user_id, name=name, token_hash=hash_token(token), expires_at=expires)
+    )
     await s.flush()
     return token
+
+
+def _active(revoked: Any, expires: Any, now: datetime) -> Any:
+    return and_(revoked.is_(None), or_(expires.is_(None), expires > now))
+
+
+async def list_user_tokens(s: AsyncSession, user_id: str, current: str) -> list[dict[str, Any]]:
+    """The user's usable tokens, newest first (never the secrets); `current` is
+    the caller's own bearer token, marked so that a client can find itself."""
+    rows = (
+        await s.scalars(
+            select(UserTokenRow)
+            .where(
+                UserTokenRow.user_id == user_id,
+                _active(UserTokenRow.revoked_at, UserTokenRow.expires_at, utcnow()),
+            )
+            .order_by(UserTokenRow.created_at.desc(), UserTokenRow.id)
+            .limit(MAX_LISTED_TOKENS)
+        )
+    ).all()
+    digest = hash_token(current)
+    return [
+        {
+            "id": r.id,
+            "name": r.name,
+            "created_at": fmt_time(r.created_at),
+            "expires_at": fmt_time(r.expires_at),
+            "current": r.token_hash == digest,
+        }
+        for r in rows
+    ]
+
+
+async def revoke_user_token(s: AsyncSession, who: Principal, token_id: str) -> None:
+    """Revoke one of the caller's own tokens; anyone else's is 404 (not 403: ids
+    of other people's tokens are not confirmed)."""
+    result = await s.execute(
+        update(UserTokenRow)
+        .where(
+            UserTokenRow.id == token_id,
+            UserTokenRow.user_id == who.id,
+            _active(UserTokenRow.revoked_at, UserTokenRow.expires_at, utcnow()),
+        )
+        .values(revoked_at=utcnow())
+    )
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        raise not_found(f"token '{token_id}'")
+    # After the commit, the user's open streams re-check their tokens.
+    s.info.setdefault("recheck", set()).add(who.key)
 
 
 async def create_agent(
@@ -173,43 +229,85 @@ async def get_agent(s: AsyncSession, name: str) -> AgentRow:
     return row
 
 
+async def rotate_agent_key(s: AsyncSession, agent: AgentRow, grace_s: float = 0) -> str:
+    """A new key; the agent's other keys stop working now (`grace_s` 0) or after
+    `grace_s` seconds (a grace end already sooner stays)."""
+    now = utcnow()
+    old = _active(AgentKeyRow.revoked_at, AgentKeyRow.expires_at, now)
+    if grace_s <= 0:
+        await s.execute(
+            update(AgentKeyRow).where(AgentKeyRow.agent_id == agent.id, old).values(revoked_at=now)
+        )
+    else:
+        end = now + timedelta(seconds=grace_s)
+        await s.execute(
+            update(AgentKeyRow)
+            .where(AgentKeyRow.agent_id == agent.id, old)
+            .where(or_(AgentKeyRow.expires_at.is_(None), AgentKeyRow.expires_at > end))
+            .values(expires_at=end)
+        )
+    key = await issue_agent_key(s, agent)
+    # Open streams of the old keys re-check now (and learn their grace end).
+    s.info.setdefault("recheck", set()).add(f"agent:{agent.name}")
+    return key
+
+
 async def revoke_agent_key(s: AsyncSession, name: str, key_id: str) -> None:
     agent = await get_agent(s, name)
     result = await s.execute(
         update(AgentKeyRow)
         .where(AgentKeyRow.id == key_id, AgentKeyRow.agent_id == agent.id)
-        .where(AgentKeyRow.revoked_at.is_(None))
+        .where(_active(AgentKeyRow.revoked_at, AgentKeyRow.expires_at, utcnow()))
         .values(revoked_at=utcnow())
     )
     if result.rowcount == 0:  # type: ignore[attr-defined]
         raise not_found(f"active key '{key_id}' of agent '{name}'")
-    # Wake the agent's open streams after the commit so they re-check their key.
-    s.info.setdefault("notify", set()).add(f"agent:{name}")
+    # The agent's open streams re-check their key after the commit and end.
+    s.info.setdefault("recheck", set()).add(f"agent:{name}")
 
 
 async def authenticate(s: AsyncSession, token: str) -> Principal | None:
-    """The principal a bearer token belongs to, or None (unknown or revoked)."""
+    """The principal a bearer token belongs to, or None (unknown, revoked or expired)."""
+    found = await authenticate_until(s, token)
+    return None if found is None else found[0]
+
+
+async def authenticate_until(
+    s: AsyncSession, token: str
+) -> tuple[Principal, datetime | None] | None:
+    """The principal and the time its token stops working (None: until revoked)."""
     digest = hash_token(token)
+    now = utcnow()
     if token.startswith(AGENT_KEY_PREFIX):
-        agent_row = (
+        agent_found = (
             await s.execute(
-                select(AgentRow)
+                select(AgentRow, AgentKeyRow.expires_at)
                 .join(AgentKeyRow, AgentKeyRow.agent_id == AgentRow.id)
-                .where(AgentKeyRow.key_hash == digest, AgentKeyRow.revoked_at.is_(None))
+                .where(
+                    AgentKeyRow.key_hash == digest,
+                    _active(AgentKeyRow.revoked_at, AgentKeyRow.expires_at, now),
+                )
             )
-        ).scalar_one_or_none()
-        return None if agent_row is None else Principal("agent", agent_row.id, agent_row.name)
-    if token.startswith(USER_TOKEN_PREFIX):
-        user_row = (
-            await s.execute(
-                select(UserRow)
-                .join(UserTokenRow, UserTokenRow.user_id == UserRow.id)
-                .where(UserTokenRow.token_hash == digest, UserTokenRow.revoked_at.is_(None))
-            )
-        ).scalar_one_or_none()
-        if user_row is None:
+        ).one_or_none()
+        if agent_found is None:
             return None
-        return Principal("user", user_row.id, user_row.username, user_row.is_admin)
+        agent_row, until = agent_found
+        return Principal("agent", agent_row.id, agent_row.name), until
+    if token.startswith(USER_TOKEN_PREFIX):
+        user_found = (
+            await s.execute(
+                select(UserRow, UserTokenRow.expires_at)
+                .join(UserTokenRow, UserTokenRow.user_id == UserRow.id)
+                .where(
+                    UserTokenRow.token_hash == digest,
+                    _active(UserTokenRow.revoked_at, UserTokenRow.expires_at, now),
+                )
+            )
+        ).one_or_none()
+        if user_found is None:
+            return None
+        user_row, until = user_found
+        return Principal("user", user_row.id, user_row.username, user_row.is_admin), until
     return None
 
 
@@ -266,6 +364,7 @@ async def agent_out(s: AsyncSession, row: AgentRow) -> dict[str, Any]:
                 "prefix": k.prefix,
                 "created_at": fmt_time(k.created_at),
                 "revoked_at": fmt_time(k.revoked_at),
+                "expires_at": fmt_time(k.expires_at),
             }
             for k in keys
         ],
