@@ -1,0 +1,143 @@
+"""Open streams cost (almost) nothing per commit: the hub reads the log once per
+commit for all of them and no stream re-checks its token per event
+(events/hub.py, api/events.py). Counted with SQLAlchemy statement events on a
+real gateway (uvicorn in a thread), not timed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from sqlalchemy import event
+
+from mailui4agents.client.sse import SSEParser
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, Api, fast_settings
+from tests.live_app import LiveApp, live_app
+
+pytestmark = pytest.mark.anyio
+
+
+class Counter:
+    """Counts the statements the gateway's reader engine runs, by kind."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.log_reads = 0
+        self.token_checks = 0
+
+    def __call__(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        text = " ".join(statement.split()).lower()
+        with self.lock:
+            if " from events" in text:
+                self.log_reads += 1
+            if " join agent_keys" in text:  # the streams' key (the sender is a user)
+                self.token_checks += 1
+
+    def reset(self) -> None:
+        with self.lock:
+            self.log_reads = self.token_checks = 0
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[LiveApp]:
+    with live_app(fast_settings(tmp_path)) as live:
+        yield live
+
+
+class Stream:
+    """One open SSE stream, collecting `new_mail` events."""
+
+    def __init__(self) -> None:
+        self.subjects: list[str] = []
+        self.changed = anyio.Event()
+
+    async def wait_for(self, n: int) -> None:
+        while len(self.subjects) < n:
+            await self.changed.wait()
+
+
+@asynccontextmanager
+async def streams(url: str, key: str, k: int) -> AsyncIterator[list[Stream]]:
+    """`k` streams of the same key, each open (200 received) when this yields."""
+    opened = [anyio.Event() for _ in range(k)]
+    out = [Stream() for _ in range(k)]
+
+    async def read(i: int) -> None:
+        headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream"}
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=None) as http,
+            http.stream("GET", "/api/v1/agent/events", headers=headers) as r,
+        ):
+            assert r.status_code == 200
+            opened[i].set()
+            parser = SSEParser()
+            async for chunk in r.aiter_raw():
+                for ev in parser.feed(chunk):
+                    if ev.event == "new_mail":
+                        out[i].subjects.append(json.loads(ev.data)["subject"])
+                        out[i].changed.set()
+                        out[i].changed = anyio.Event()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(k):
+            tg.start_soon(read, i)
+        with anyio.fail_after(30):
+            for ev in opened:
+                await ev.wait()
+        yield out
+        tg.cancel_scope.cancel()
+
+
+async def measure(served: LiveApp, k: int, commits: int) -> Counter:
+    counter = Counter()
+    engine = served.gateway.db.reader.sync_engine
+    async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+        api = Api(http)
+        await api.login("admin", ADMIN_PASSWORD)
+        if k == 1:
+            await api.user("ana")
+        else:
+            await api.login("ana", USER_PASSWORD)
+        name = f"claude{k}"
+        key = await api.agent(name)
+        async with streams(served.url, key, k) as open_streams:
+            # A first mail every stream receives: from here on, each stream has
+            # done its one replay of the log and lives on the hub's hand-offs.
+            r = await api.send("ana", [f"{name}@/srv/shop.new"], subject="warm-up")
+            assert r.status_code == 201, r.text
+            with anyio.fail_after(30):
+                for s in open_streams:
+                    await s.wait_for(1)
+            event.listen(engine, "before_cursor_execute", counter)
+            try:
+                for i in range(commits):
+                    r = await api.send("ana", [f"{name}@/srv/shop"], subject=f"m{i}")
+                    assert r.status_code == 201, r.text
+                    with anyio.fail_after(30):
+                        for s in open_streams:
+                            await s.wait_for(i + 2)
+            finally:
+                event.remove(engine, "before_cursor_execute", counter)
+            for s in open_streams:
+                assert s.subjects == ["warm-up", *(f"m{i}" for i in range(commits))]
+    return counter
+
+
+async def test_log_reads_per_commit_do_not_grow_with_the_number_of_open_streams(
+    served: LiveApp,
+) -> None:
+    commits = 5
+    one = await measure(served, 1, commits)
+    many = await measure(served, 12, commits)
+    # One shared read per commit at most (wake-ups in a burst are coalesced),
+    # whether one stream is open or twelve; and no token re-check per event.
+    assert 1 <= one.log_reads <= commits
+    assert 1 <= many.log_reads <= commits, many.log_reads
+    assert one.token_checks == many.token_checks == 0
