@@ -3,10 +3,12 @@
 Measures:
   1. sequential send latency (one human sends, one request at a time);
   2. send → SSE delivery latency with N agents connected (p50/p95/p99);
-  3. throughput with 8 concurrent senders.
+  3. throughput with 8 concurrent senders;
+  4. sequential send latency again with N SSE streams open on the recipient
+     (every send wakes all of them), to compare with none (target: within 2x).
 
 Usage: .venv/bin/python bench/delivery.py [--sequential 300] [--agents 50]
-       [--deliveries 500] [--senders 8] [--per-sender 250]
+       [--deliveries 500] [--senders 8] [--per-sender 250] [--streams 200]
 Prints its figures and the machine conditions; it is not a test.
 """
 
@@ -27,7 +29,7 @@ import httpx
 
 from mailui4agents.client.sse import SSEParser
 from mailui4agents.testing import GatewayProcess, clean_env
-from stats import summary  # bench/stats.py: the script's own folder is on sys.path
+from stats import pct, summary  # bench/stats.py: the script's own folder is on sys.path
 
 ADMIN_PASSWORD = "bench-admin-password"
 
@@ -115,6 +117,59 @@ async def delivery(url: str, ana: str, keys: list[str], n: int) -> list[float]:
     return latencies
 
 
+async def listen_forever(url: str, key: str, streams: int) -> None:
+    """`--listen` mode, run in a child process so that reading the streams does
+    not slow the sender's event loop: open the streams over plain sockets (the
+    cheapest reader, so the figures are the gateway's cost), print "ready", and
+    drain them until killed."""
+    parsed = httpx.URL(url)
+    host, port = parsed.host, parsed.port or 80
+    request = (
+        f"GET /api/v1/agent/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {key}\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode()
+    opened = 0
+    all_open = asyncio.Event()
+
+    async def listen() -> None:
+        nonlocal opened
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(request)
+        status = await reader.readline()
+        assert b" 200 " in status, status
+        opened += 1
+        if opened == streams:
+            all_open.set()
+        while await reader.read(65536):
+            pass
+
+    tasks = [asyncio.create_task(listen()) for _ in range(streams)]
+    await all_open.wait()
+    print("ready", flush=True)
+    await asyncio.gather(*tasks)
+
+
+async def with_streams(url: str, ana: str, key: str, streams: int, n: int) -> list[float]:
+    """Sequential sends to agent0 while `streams` SSE streams of agent0 are open
+    (held by a child process)."""
+    child = None
+    if streams:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--listen", url, key, str(streams),
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert child.stdout is not None
+        line = await asyncio.wait_for(child.stdout.readline(), 120)
+        assert line.strip() == b"ready", line
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            return await sequential(http, ana, n)
+    finally:
+        if child is not None:
+            child.terminate()
+            await child.wait()
+
+
 async def throughput(url: str, ana: str, senders: int, per_sender: int) -> tuple[int, float]:
     headers = {"Authorization": f"Bearer {ana}"}
     limits = httpx.Limits(max_connections=senders)
@@ -137,12 +192,16 @@ async def throughput(url: str, ana: str, senders: int, per_sender: int) -> tuple
 
 
 async def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--listen":
+        await listen_forever(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sequential", type=int, default=300)
     ap.add_argument("--agents", type=int, default=50)
     ap.add_argument("--deliveries", type=int, default=500)
     ap.add_argument("--senders", type=int, default=8)
     ap.add_argument("--per-sender", type=int, default=250)
+    ap.add_argument("--streams", type=int, default=200)
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,6 +220,8 @@ async def main() -> None:
                 seq = await sequential(http, ana, args.sequential)
             lat = await delivery(gw.url, ana, keys[: args.agents], args.deliveries)
             count, elapsed = await throughput(gw.url, ana, args.senders, args.per_sender)
+            none = await with_streams(gw.url, ana, keys[0], 0, args.sequential)
+            many = await with_streams(gw.url, ana, keys[0], args.streams, args.sequential)
         finally:
             gw.stop()
 
@@ -173,6 +234,9 @@ async def main() -> None:
         f"throughput, {args.senders} concurrent senders: {count} mails in {elapsed:.2f} s "
         f"= {count / elapsed:.0f} mails/s"
     )
+    print(summary("send latency, no SSE stream open", none))
+    print(summary(f"send latency, {args.streams} SSE streams of the recipient open", many))
+    print(f"p50 ratio, {args.streams} streams / none: {pct(many, 50) / pct(none, 50):.2f}")
 
 
 if __name__ == "__main__":

@@ -9,19 +9,18 @@ per event."""
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
-from mailui4agents.db.types import utcnow
 from mailui4agents.errors import invalid_value
 from mailui4agents.events import log
+from mailui4agents.events.hub import sse_frame
 from mailui4agents.services import identity
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
@@ -49,10 +48,6 @@ async def _valid_until(gw: Gateway, token: str) -> tuple[bool, datetime | None]:
     return (False, None) if found is None else (True, found[1])
 
 
-def _sse(event_id: int, type_: str, data: Any) -> ServerSentEvent:
-    return ServerSentEvent(data=json.dumps(data, ensure_ascii=False), event=type_, id=str(event_id))
-
-
 async def _stream(
     gw: Gateway,
     who: Principal,
@@ -60,7 +55,7 @@ async def _stream(
     after: int,
     until: datetime | None,
     reset: dict[str, Any] | None,
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncIterator[ServerSentEvent | bytes]:
     # Subscribed here, not in _open: a generator that never starts would never
     # unsubscribe. Nothing is lost: the first pass replays the log from `after`
     # (fixed before the 200) after subscribing.
@@ -75,9 +70,9 @@ async def _stream(
             # The client's Last-Event-ID is ahead of the log (a restore from backup):
             # events it would wait for may never come; it must catch up through the
             # inbox and resume from the id given here (docs/design.md, "Events").
-            yield _sse(after, "reset", reset)
+            yield sse_frame(after, "reset", reset)
         recheck_every = gw.settings.sse_token_recheck_s
-        next_check = anyio.current_time() + recheck_every
+        sub.until, sub.next_check = until, time.monotonic() + recheck_every
         while True:
             if sub.reread:  # on open, and when the hub says the queue was dropped
                 sub.reread = False
@@ -85,33 +80,31 @@ async def _stream(
                 while True:
                     async with gw.read() as s:
                         rows = await log.since(s, sub.principal, after, gw.settings.sse_batch)
-                    for row in rows:
-                        after = row.id
-                        yield _sse(row.id, row.type, row.data)
+                    if rows:
+                        after = rows[-1].id
+                        yield b"".join(sse_frame(r.id, r.type, r.data) for r in rows)
                     if len(rows) < gw.settings.sse_batch:
                         break
-            while sub.rows and not sub.reread:
-                live = sub.rows.popleft()
-                if live.id > after:  # the replay may have sent it already
-                    after = live.id
-                    yield _sse(live.id, live.type, live.data)
+            if sub.rows and not sub.reread:
+                # Everything queued goes out as one chunk of frames encoded once
+                # for all streams; the replay may have sent some already.
+                fresh = [live for live in sub.rows if live.id > after]
+                sub.rows.clear()
+                if fresh:
+                    after = fresh[-1].id
+                    yield b"".join(live.frame for live in fresh)
             if sub.reread:
                 continue
-            now = anyio.current_time()
-            expired = until is not None and utcnow() >= until
-            if sub.recheck or now >= next_check or expired:
+            if sub.recheck:  # a revocation, the hub's clock (timer or expiry)
                 sub.recheck = False
-                next_check = now + recheck_every
-                valid, until = await _valid_until(gw, token)
+                valid, sub.until = await _valid_until(gw, token)
+                sub.next_check = time.monotonic() + recheck_every
                 if not valid:
                     return  # revoked or expired: a reconnect gets 401
                 continue
             sub.wake.clear()
-            timeout = next_check - now
-            if until is not None:
-                timeout = min(timeout, (until - utcnow()).total_seconds())
-            with anyio.move_on_after(max(timeout, 0.0)):
-                await sub.wake.wait()
+            if not (sub.rows or sub.reread or sub.recheck):
+                await sub.wake.wait()  # no timer per stream: the hub's clock wakes it
     finally:
         gw.hub.unsubscribe(sub)
 

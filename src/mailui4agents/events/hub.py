@@ -13,24 +13,43 @@ by events. See docs/design.md, "Events".
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
+import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+import anyio
+
+from mailui4agents.db.types import utcnow
+
 log = logging.getLogger("mailui4agents.events")
+
+TICK_S = 1.0  # how late an expired token's stream may end, at most
+
+
+def sse_frame(event_id: int, type_: str, data: Any) -> bytes:
+    """One event as SSE bytes (the data is one line of JSON: JSON escapes CR/LF)."""
+    payload = json.dumps(data, ensure_ascii=False)
+    return f"id: {event_id}\r\nevent: {type_}\r\ndata: {payload}\r\n\r\n".encode()
 
 
 @dataclass(frozen=True)
 class LiveEvent:
-    """One log row as the hub hands it out (detached from any database session)."""
+    """One log row as the hub hands it out, encoded once for all its streams."""
 
     id: int
     principal: str
-    type: str
-    data: Any
+    frame: bytes
+
+    @classmethod
+    def of(cls, event_id: int, principal: str, type_: str, data: Any) -> LiveEvent:
+        return cls(event_id, principal, sse_frame(event_id, type_, data))
 
 
 # Reads the log after an id, all principals, oldest first, at most `limit` rows.
@@ -50,6 +69,10 @@ class Subscription:
     reread: bool = True  # a new stream replays from the log first
     recheck: bool = False
     keep_rows: bool = True  # False: only woken (a long-poll that re-reads its row)
+    # The hub's clock raises `recheck` when the token expires (wall clock) or its
+    # periodic re-check is due (monotonic): streams wait without timers of their own.
+    until: datetime | None = None
+    next_check: float = math.inf
 
 
 class EventHub:
@@ -127,6 +150,15 @@ class EventHub:
         self._read_after = read_after
         self._read_head = read_head
 
+    def tick(self) -> None:
+        """Raise `recheck` on streams whose token expired or whose re-check is due."""
+        wall, mono = utcnow(), time.monotonic()
+        for subs in self._subs.values():
+            for sub in subs:
+                if mono >= sub.next_check or (sub.until is not None and wall >= sub.until):
+                    sub.recheck = True
+                    sub.wake.set()
+
     def close(self) -> None:
         self._closed = True
         self._wake.set()
@@ -136,8 +168,15 @@ class EventHub:
         A read in progress finishes (cancelling an aiosqlite call midway hangs
         its connection's close; see services/scheduler.py)."""
         assert self._read_after is not None, "attach() before run()"
+        next_tick = time.monotonic() + TICK_S
         while not self._closed:
-            await self._wake.wait()
+            with anyio.move_on_after(max(next_tick - time.monotonic(), 0.0)):
+                await self._wake.wait()
+            if time.monotonic() >= next_tick:
+                self.tick()
+                next_tick = time.monotonic() + TICK_S
+            if not self._wake.is_set():
+                continue
             self._wake.clear()
             if self._closed:
                 return

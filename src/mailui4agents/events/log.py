@@ -52,4 +52,4 @@ async def after_all(s: AsyncSession, after: int, limit: int) -> list[LiveEvent]:
         .order_by(EventRow.id)
         .limit(limit)
     )
-    return [LiveEvent(int(r.id), r.principal, r.type, r.data) for r in rows]
+    return [LiveEvent.of(int(r.id), r.principal, r.type, r.data) for r in rows]
