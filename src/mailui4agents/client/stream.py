@@ -4,6 +4,11 @@ Guarantees: events come out in order, none is lost across reconnects (the last
 seen id goes back as ``Last-Event-ID``) and none is repeated (ids at or below the
 newest one already yielded are dropped). Permanent refusals (401 revoked key,
 403 wrong agent) end the loop at once; everything else is retried with backoff.
+
+A ``reset`` event (type :data:`RESET`) says the cursor was ahead of the gateway's
+log (a gateway restored from a backup): events may have been lost, so the caller
+should catch up through the inbox. The loop moves its cursor back to the reset's
+id, so the events that follow (with ids below the old cursor) are not dropped.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 #: Called before each wait: the failure (None for a stream that simply ended) and the delay.
 RetryCallback = Callable[[ApiError | None, float], None]
+
+#: The type of the event that tells the caller to catch up through the inbox.
+RESET = "reset"
 
 # The gateway pings every 15 s, so a read that waits 45 s has met a dead connection.
 STREAM_TIMEOUT = httpx.Timeout(connect=10.0, read=45.0, write=10.0, pool=10.0)
@@ -67,6 +75,12 @@ async def iter_events(
                         backoff.reset()  # the connection works; start over next time
                         for sse in parser.feed(chunk):
                             event = _to_event(sse)
+                            if event is not None and event.type == RESET:
+                                # The log is behind our cursor: start over from its head.
+                                newest = event.id
+                                resume = sse.id or resume
+                                yield event
+                                continue
                             if event is None or _seen(event.id, newest):
                                 continue
                             newest = event.id if event.id is not None else newest

@@ -1,0 +1,102 @@
+"""A Last-Event-ID ahead of the log (a gateway restored from a backup) is told
+to the client as a `reset` event instead of a stream that silently delivers
+nothing; the Python client moves its cursor back and surfaces the reset."""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+
+import anyio
+import pytest
+
+from mailui4agents.client import AsyncClient, ClientConfig
+from mailui4agents.testing import GatewayProcess
+from tests.conftest import Api
+from tests.sse import Got, collect
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+
+AHEAD = 10**6  # far beyond any id this test's log reaches
+
+
+async def head_after_one_mail(live: Api) -> tuple[str, int]:
+    """claude gets one mail; returns its key and the newest id of claude's events."""
+    key = await live.agent("claude")
+    await live.user("ana")
+    assert (await live.send("ana", ["claude@/srv/a"], subject="before")).status_code == 201
+    got = await collect(
+        live.http, "/api/v1/agent/events", key, last_event_id=0, until=lambda g: len(g) >= 1
+    )
+    return key, got[-1].id
+
+
+def new_mails(got: list[Got]) -> list[str]:
+    return [g.data["subject"] for g in got if g.type == "new_mail"]
+
+
+async def test_a_cursor_ahead_of_the_log_gets_a_reset_event_then_new_events(live: Api) -> None:
+    key, newest = await head_after_one_mail(live)
+
+    async def send_after() -> None:
+        assert (await live.send("ana", ["claude@/srv/a"], subject="after")).status_code == 201
+
+    got = await collect(
+        live.http,
+        "/api/v1/agent/events",
+        key,
+        last_event_id=AHEAD,
+        on_open=send_after,
+        until=lambda g: "after" in new_mails(g),
+    )
+    reset = got[0]
+    assert reset.type == "reset"
+    head = reset.data["head"]
+    assert reset.data == {"reason": "ahead_of_log", "last_event_id": AHEAD, "head": head}
+    assert reset.id == head >= newest  # the fresh id: the log's head when the stream opened
+    assert new_mails(got) == ["after"]  # nothing before the head is replayed
+    assert all(g.id > head for g in got[1:])
+
+
+async def test_a_cursor_at_the_head_gets_no_reset(live: Api) -> None:
+    key, newest = await head_after_one_mail(live)
+
+    async def send_after() -> None:
+        assert (await live.send("ana", ["claude@/srv/a"], subject="after")).status_code == 201
+
+    got = await collect(
+        live.http,
+        "/api/v1/agent/events",
+        key,
+        last_event_id=newest,
+        on_open=send_after,
+        until=lambda g: "after" in new_mails(g),
+    )
+    assert [g.type for g in got] == ["new_mail"]
+
+
+async def test_the_client_surfaces_a_reset_and_then_delivers_lower_ids(
+    gateway_process: GatewayProcess, live: Api
+) -> None:
+    key, _ = await head_after_one_mail(live)
+    connected = anyio.Event()
+    seen: list[tuple[str, int | None]] = []
+    config = ClientConfig(url=gateway_process.url, key=key)
+    async with AsyncClient(config, reconnect_initial=0.05, reconnect_cap=0.5) as client:
+        stream = client.events(AHEAD, on_connect=connected.set)
+        async with aclosing(stream):
+            with anyio.fail_after(30):
+
+                async def reader() -> None:
+                    async for event in stream:
+                        seen.append((event.type, event.id))
+                        if event.type == "new_mail":
+                            return
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(reader)
+                    await connected.wait()
+                    r = await live.send("ana", ["claude@/srv/a"], subject="after")
+                    assert r.status_code == 201
+    (first, head), (second, mail_id) = seen
+    assert first == "reset" and second == "new_mail"
+    assert head is not None and mail_id is not None and head < mail_id < AHEAD
