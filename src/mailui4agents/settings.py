@@ -51,6 +51,12 @@ class Settings(BaseModel):
         description="Seconds between re-checks of an open stream's token (revocations "
         "re-check at once; expiry ends the stream at its time).",
     )
+    login_token_ttl_s: float = Field(
+        default=30 * 86400.0,
+        gt=0,
+        description="Lifetime of a token from POST /auth/login (30 days); named "
+        "tokens from POST /auth/tokens last until revoked.",
+    )
     default_hop_limit: int = Field(default=5, ge=1, description="Hop limit given to new sessions.")
     argon2_time_cost: int = Field(
         default=3, ge=1, description="Argon2id passes for password hashes."

@@ -74,6 +74,7 @@ HUMAN_ROUTES = [
     Route("GET", "/api/v1/sessions/{claude_session}"),
     Route("PATCH", "/api/v1/sessions/{claude_session}", {"alias": "renamed"}),
     Route("POST", "/api/v1/auth/tokens", {"name": "laptop"}, 201),
+    Route("GET", "/api/v1/auth/tokens"),
 ]
 ADMIN_ROUTES = [
     Route("GET", "/api/v1/admin/users"),
@@ -104,8 +105,11 @@ async def key_ids(api: Api, agent: str) -> list[dict[str, Any]]:
 
 
 async def spare_key(api: Api, world: dict[str, str]) -> dict[str, str]:
-    """Rotate a spare key for claude, so the DELETE route has something to revoke."""
-    r = await api.http.post("/api/v1/admin/agents/claude/keys", headers=api.auth("admin"))
+    """Rotate a spare key for claude, so the DELETE route has something to revoke
+    (with a grace period: claude's own key keeps working for the test)."""
+    r = await api.http.post(
+        "/api/v1/admin/agents/claude/keys?grace_s=3600", headers=api.auth("admin")
+    )
     assert r.status_code == 201, r.text
     [spare] = [k for k in await key_ids(api, "claude") if r.json()["key"].startswith(k["prefix"])]
     return {**world, "spare_key": spare["key_id"]}
@@ -333,7 +337,9 @@ async def test_a_revoked_key_is_unauthorized_while_a_rotated_key_of_the_same_age
 ) -> None:
     old_key = api.tokens["claude"]
     [old] = await key_ids(api, "claude")
-    rotated = await api.http.post("/api/v1/admin/agents/claude/keys", headers=api.auth("admin"))
+    rotated = await api.http.post(
+        "/api/v1/admin/agents/claude/keys?grace_s=3600", headers=api.auth("admin")
+    )
     assert rotated.status_code == 201, rotated.text
     new_key = rotated.json()["key"]
     assert new_key.startswith("am_agent_") and new_key != old_key
@@ -341,7 +347,7 @@ async def test_a_revoked_key_is_unauthorized_while_a_rotated_key_of_the_same_age
     def as_key(key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
 
-    for key in (old_key, new_key):  # rotation has no downtime: both work until revoked
+    for key in (old_key, new_key):  # a grace period: both work until it ends or a revoke
         r = await api.http.get("/api/v1/agent/inbox", headers=as_key(key))
         assert r.status_code == 200, r.text
 

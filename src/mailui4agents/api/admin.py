@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from sqlalchemy import select
 
 from mailui4agents.api.deps import Admin, GatewayDep
@@ -15,6 +15,8 @@ from mailui4agents.services import identity
 from mailui4agents.services.identity import fmt_time
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
+
+MAX_KEY_GRACE_S = 30 * 86400  # a rotation's grace period is at most 30 days
 
 
 @router.post("/users", status_code=201)
@@ -78,12 +80,19 @@ async def list_agents(_: Admin, gw: GatewayDep) -> dict[str, Any]:
 
 
 @router.post("/agents/{name}/keys", status_code=201)
-async def rotate_key(name: str, _: Admin, gw: GatewayDep) -> dict[str, Any]:
-    """A new key, shown once. Old keys stay valid until revoked (no downtime)."""
+async def rotate_key(
+    name: str,
+    _: Admin,
+    gw: GatewayDep,
+    grace_s: Annotated[int, Query(ge=0, le=MAX_KEY_GRACE_S)] = 0,
+) -> dict[str, Any]:
+    """A new key, shown once. The agent's other keys stop working at once, or
+    after `grace_s` seconds (time to deploy the new key); their open streams end
+    then too."""
     async with gw.write() as s:
         agent = await identity.get_agent(s, name)
-        key = await identity.issue_agent_key(s, agent)
-    return {"name": name, "key": key}
+        key = await identity.rotate_agent_key(s, agent, grace_s)
+    return {"name": name, "key": key, "grace_s": grace_s}
 
 
 @router.delete("/agents/{name}/keys/{key_id}")

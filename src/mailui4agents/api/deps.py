@@ -24,6 +24,12 @@ def _unauthorized(message: str) -> ApiError:
     return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
 
 
+def bearer_token(request: Request) -> str:
+    """The token of an `Authorization: Bearer` header ('' when there is none)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 async def principal(request: Request, gw: GatewayDep) -> Principal:
     """Whoever the bearer token belongs to. 401 is permanent: do not retry."""
     header = request.headers.get("authorization", "")

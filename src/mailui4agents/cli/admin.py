@@ -120,10 +120,19 @@ def agent_owners(name: str, add: str | None, remove: str | None, as_json: bool) 
 
 @agent.command("rotate-key")
 @click.argument("name")
+@click.option(
+    "--grace",
+    "grace_s",
+    type=click.IntRange(0, 30 * 86400),
+    default=0,
+    show_default=True,
+    help="Seconds the old keys keep working (0: they stop now).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
-def agent_rotate_key(name: str, as_json: bool) -> None:
-    """Give agent NAME a new key (printed once); old keys stay valid until revoked."""
-    created = run(lambda client: client.admin_rotate_key(name))
+def agent_rotate_key(name: str, grace_s: int, as_json: bool) -> None:
+    """Give agent NAME a new key (printed once); its old keys stop working now,
+    or after --grace seconds."""
+    created = run(lambda client: client.admin_rotate_key(name, grace_s))
     if as_json:
         echo_json(created)
         return

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
-from mailui4agents.cli.common import load_config, run
+from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.client import AsyncClient, ClientConfig
 from mailui4agents.client.config import config_path, read_config_file, write_config_file
+from mailui4agents.client.errors import ApiError
 
 
 def save_login(url: str, username: str, token: str, path: Path | None = None) -> Path:
@@ -46,3 +48,59 @@ def login(url: str | None, username: str | None, password: str | None) -> None:
     overriding = [var for var in ("AGENTMAIL_KEY", "AGENTMAIL_TOKEN") if os.environ.get(var)]
     if overriding:
         click.echo(f"note: {' and '.join(overriding)} in your environment wins over it.", err=True)
+
+
+@click.command("tokens")
+@click.option("--revoke", "revoke_ids", multiple=True, metavar="ID", help="Revoke this token.")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def tokens(revoke_ids: tuple[str, ...], as_json: bool) -> None:
+    """List your API tokens (or revoke some with --revoke ID)."""
+
+    async def act(client: AsyncClient) -> list[dict[str, Any]]:
+        for token_id in revoke_ids:
+            await client.revoke_token(token_id)
+        return [] if revoke_ids else await client.list_tokens()
+
+    items = run(act)
+    for token_id in revoke_ids:
+        click.echo(f"Revoked token {token_id}.")
+    if revoke_ids:
+        return
+    if as_json:
+        echo_json(items)
+        return
+    for item in items:
+        mark = "  (this CLI)" if item.get("current") else ""
+        expires = item.get("expires_at") or "never"
+        click.echo(f"{item.get('id')}  {item.get('name')}  expires {expires}{mark}")
+
+
+@click.command("logout")
+def logout() -> None:
+    """Revoke the CLI's stored token at the gateway and delete it here."""
+    config = load_config()
+    if config.is_agent:
+        fail("logout is for people: this CLI uses an agent key (AGENTMAIL_KEY)")
+    if os.environ.get("AGENTMAIL_TOKEN"):
+        fail("the token comes from AGENTMAIL_TOKEN: revoke it with `agentmail tokens --revoke ID`")
+    if not config.token:
+        fail("not logged in: no token is stored")
+
+    async def revoke_current(client: AsyncClient) -> bool:
+        try:
+            current = [t for t in await client.list_tokens() if t.get("current")]
+        except ApiError as error:
+            if error.status == 401:
+                return False  # already revoked or expired: only the local copy is left
+            raise
+        for item in current:
+            await client.revoke_token(str(item["id"]))
+        return bool(current)
+
+    revoked = run(revoke_current, config=config)
+    path = config_path()
+    stored = read_config_file(path)
+    stored.pop("token", None)
+    write_config_file(stored, path, merge=False)
+    said = "revoked and deleted" if revoked else "deleted (it no longer worked)"
+    click.echo(f"Logged out of {config.url}: the token was {said} from {path}.")

@@ -21,6 +21,8 @@ COMMANDS = {
     "user": "mailui4agents.cli.admin:user",
     "agent": "mailui4agents.cli.admin:agent",
     "login": "mailui4agents.cli.auth:login",
+    "logout": "mailui4agents.cli.auth:logout",
+    "tokens": "mailui4agents.cli.auth:tokens",
     "send": "mailui4agents.cli.mail:send",
     "inbox": "mailui4agents.cli.mail:inbox",
     "read": "mailui4agents.cli.mail:read",

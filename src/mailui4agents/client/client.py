@@ -72,6 +72,16 @@ class AsyncClient:
         """Create a named personal API token; it is shown only this once."""
         return str((await self._call("POST", "/auth/tokens", json={"name": name}))["token"])
 
+    async def list_tokens(self) -> list[dict[str, Any]]:
+        """Your usable tokens: ``{id, name, created_at, expires_at, current}``,
+        newest first; ``current`` marks the token this client uses."""
+        data = _as_dict(await self._call("GET", "/auth/tokens"))
+        return [_as_dict(item) for item in data.get("items") or []]
+
+    async def revoke_token(self, token_id: str) -> None:
+        """Revoke one of your tokens (404 for anyone else's)."""
+        await self._call("DELETE", f"/auth/tokens/{_seg(token_id)}")
+
     async def admin_create_user(
         self, username: str, password: str, is_admin: bool = False
     ) -> dict[str, Any]:
@@ -110,9 +120,12 @@ class AsyncClient:
         """Every agent (admin only, no secrets), all pages."""
         return await self._all_dicts("/admin/agents")
 
-    async def admin_rotate_key(self, name: str) -> dict[str, Any]:
-        """Issue a new key for agent ``name``; the answer holds the key, shown once."""
-        return _as_dict(await self._call("POST", f"/admin/agents/{_seg(name)}/keys"))
+    async def admin_rotate_key(self, name: str, grace_s: int = 0) -> dict[str, Any]:
+        """Issue a new key for agent ``name``; the answer holds the key, shown once.
+        The agent's other keys stop working now, or after ``grace_s`` seconds."""
+        params = {"grace_s": grace_s} if grace_s else None
+        path = f"/admin/agents/{_seg(name)}/keys"
+        return _as_dict(await self._call("POST", path, params=params))
 
     async def admin_revoke_key(self, name: str, key_id: str) -> None:
         """Revoke one key of agent ``name``."""
