@@ -503,3 +503,48 @@ def test_a_revoked_key_makes_watch_exit_non_zero_at_once_instead_of_retrying(
     assert "retrying" not in result.stderr
     assert "watching" not in result.stderr  # the stream never opened
     assert result.stdout == ""
+
+
+# -- tokens and logout ------------------------------------------------------------------
+
+
+def test_tokens_lists_the_clis_token_and_logout_revokes_it_and_deletes_it_locally(
+    ana: Cli, gateway_process: GatewayProcess, tmp_path: Path
+) -> None:
+    laptop = Cli(ana.url, tmp_path / "xdg-ana-laptop")  # ana's second login elsewhere
+    laptop.ok("login", "--username", "ana", "--password", USER_PASSWORD)
+    listed = ana.json("tokens")
+    assert [t["current"] for t in listed].count(True) == 1 and len(listed) == 2
+    assert "(this CLI)" in ana.ok("tokens").stdout
+    token = json.loads(ana.config_file.read_text(encoding="utf-8"))["token"]
+
+    result = ana.ok("logout")
+
+    assert "revoked" in result.stdout
+    stored = json.loads(ana.config_file.read_text(encoding="utf-8"))
+    assert "token" not in stored and stored["url"] == gateway_process.url
+    assert stat.S_IMODE(ana.config_file.stat().st_mode) == 0o600
+    with_token = Cli(ana.url, tmp_path / "xdg-empty", {"AGENTMAIL_TOKEN": token})
+    assert "revoked" in with_token("inbox", timeout=QUICKLY).stderr  # 401 at the gateway
+    assert ana("tokens", timeout=QUICKLY).returncode == 1  # nothing stored any more
+    assert len(laptop.json("tokens")) == 1  # the other login still works
+
+
+def test_tokens_revoke_removes_one_token_and_logout_refuses_an_agent_key(
+    ana: Cli, claude: Cli, tmp_path: Path
+) -> None:
+    laptop = Cli(ana.url, tmp_path / "xdg-ana-laptop")
+    laptop.ok("login", "--username", "ana", "--password", USER_PASSWORD)
+    [other] = [t for t in ana.json("tokens") if not t["current"]]
+    assert f"Revoked token {other['id']}" in ana.ok("tokens", "--revoke", other["id"]).stdout
+    assert laptop("tokens", timeout=QUICKLY).returncode == 1
+    result = claude("logout", timeout=QUICKLY)
+    assert result.returncode == 1 and "agent key" in result.stderr
+
+
+def test_rotate_key_with_grace_keeps_the_old_key_working_for_now(admin: Cli, claude: Cli) -> None:
+    rotated = admin.json("agent", "rotate-key", "claude", "--grace", "600")
+    assert rotated["grace_s"] == 600 and rotated["key"].startswith("am_agent_")
+    claude.ok("inbox")  # the old key, within its grace period
+    admin.ok("agent", "rotate-key", "claude")  # no grace: every older key stops now
+    assert "revoked" in claude("inbox", timeout=QUICKLY).stderr
