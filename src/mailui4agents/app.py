@@ -29,6 +29,7 @@ from mailui4agents.db.engine import Database
 from mailui4agents.errors import ApiError
 from mailui4agents.events.hub import EventHub
 from mailui4agents.services import identity, scheduler
+from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 
@@ -45,7 +46,14 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     await migrate.upgrade(db)
     hasher = identity.password_hasher(settings.argon2_time_cost, settings.argon2_memory_kib)
     hub = EventHub(max_queue=settings.sse_queue_max, batch=settings.sse_batch)
-    gw = Gateway(settings=settings, db=db, hub=hub, hasher=hasher)
+    gw = Gateway(
+        settings=settings,
+        db=db,
+        hub=hub,
+        hasher=hasher,
+        logins=LoginGuard(settings),
+        hash_slots=anyio.CapacityLimiter(settings.password_checks_at_once),
+    )
     gw.attach_hub()
     async with gw.write() as s:
         generated = await identity.ensure_admin(s, hasher, settings.admin_password)

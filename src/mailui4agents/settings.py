@@ -51,6 +51,25 @@ class Settings(BaseModel):
         description="Seconds between re-checks of an open stream's token (revocations "
         "re-check at once; expiry ends the stream at its time).",
     )
+    login_window_s: float = Field(
+        default=900.0, gt=0, description="Sliding window of the login attempt limits (15 min)."
+    )
+    login_failures_per_user: int = Field(
+        default=10, ge=1, description="Failed logins one username may have per window."
+    )
+    login_failures_per_address: int = Field(
+        default=50, ge=1, description="Failed logins one client address may have per window."
+    )
+    login_attempts_per_address: int = Field(
+        default=300,
+        ge=1,
+        description="Logins (failed or not) one client address may make per window.",
+    )
+    password_checks_at_once: int = Field(
+        default=2,
+        ge=1,
+        description="Argon2 hashes computed at the same time (each holds argon2_memory_kib).",
+    )
     login_token_ttl_s: float = Field(
         default=30 * 86400.0,
         gt=0,

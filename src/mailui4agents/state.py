@@ -6,12 +6,14 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
+import anyio
 from argon2 import PasswordHasher
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
 from mailui4agents.events import log
 from mailui4agents.events.hub import EventHub, LiveEvent
+from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 
 
@@ -21,6 +23,9 @@ class Gateway:
     db: Database
     hub: EventHub
     hasher: PasswordHasher
+    logins: LoginGuard
+    # Argon2 runs in worker threads, this many at once (memory: argon2_memory_kib each).
+    hash_slots: anyio.CapacityLimiter
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:

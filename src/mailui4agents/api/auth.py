@@ -4,20 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 
 from mailui4agents.api.deps import GatewayDep, Human, bearer_token
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import LoginIn, TokenCreate
+from mailui4agents.errors import ApiError
 from mailui4agents.services import identity
 
 router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
 
 
 @router.post("/login")
-async def login(body: LoginIn, gw: GatewayDep) -> dict[str, Any]:
+async def login(body: LoginIn, request: Request, gw: GatewayDep) -> dict[str, Any]:
+    """Attempts are limited per username and per client address (429 with
+    Retry-After, services/limits.py). The Argon2 check runs in a worker thread
+    with no transaction open: only the token insert takes the writer."""
+    address = request.client.host if request.client is not None else "unknown"
+    attempt = gw.logins.begin(body.username, address)
+    async with gw.read() as s:
+        user = await identity.user_by_name(s, body.username)
+    stored = None if user is None else user.password_hash
+    async with gw.hash_slots:
+        ok = await anyio.to_thread.run_sync(
+            identity.password_matches, gw.hasher, stored, body.password
+        )
+    if not ok or user is None:
+        raise ApiError(401, "unauthorized", "wrong username or password")
+    attempt.succeeded()
     async with gw.write() as s:
-        user = await identity.verify_password(s, gw.hasher, body.username, body.password)
         token = await identity.issue_user_token(
             s, user.id, "login", ttl_s=gw.settings.login_token_ttl_s
         )

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import AgentKeyRow, AgentOwnerRow, AgentRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
-from mailui4agents.errors import ApiError, conflict, invalid_value, not_found
+from mailui4agents.errors import conflict, invalid_value, not_found
 from mailui4agents.services.principals import Principal
 
 USER_TOKEN_PREFIX = "am_user_"
@@ -70,17 +70,21 @@ async def create_user(
     return row
 
 
-async def verify_password(
-    s: AsyncSession, hasher: PasswordHasher, username: str, password: str
-) -> UserRow:
-    row = await s.scalar(select(UserRow).where(UserRow.username == username))
-    if row is None:
-        hasher.hash(password)  # spend the same time as a real check
-        raise ApiError(401, "unauthorized", "wrong username or password")
+def password_matches(hasher: PasswordHasher, password_hash: str | None, password: str) -> bool:
+    """Argon2 check (CPU and memory heavy: run it in a worker thread, never while
+    holding the write transaction). An unknown user spends the same time."""
+    if password_hash is None:
+        hasher.hash(password)
+        return False
     try:
-        hasher.verify(row.password_hash, password)
+        hasher.verify(password_hash, password)
     except (VerificationError, InvalidHashError):
-        raise ApiError(401, "unauthorized", "wrong username or password") from None
+        return False
+    return True
+
+
+async def user_by_name(s: AsyncSession, username: str) -> UserRow | None:
+    row: UserRow | None = await s.scalar(select(UserRow).where(UserRow.username == username))
     return row
 
 
