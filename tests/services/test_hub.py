@@ -1,0 +1,92 @@
+"""The hub's bookkeeping (events/hub.py), with a fake log: one read per wake-up
+for all streams, rows only to their principal's streams, a bounded queue that
+falls back to the stream's own read, and the cursor set from the log head."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mailui4agents.events.hub import EventHub, LiveEvent
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeLog:
+    def __init__(self) -> None:
+        self.rows: list[LiveEvent] = []
+        self.reads = 0
+        self.read_done = anyio.Event()
+
+    def add(self, principal: str) -> None:
+        self.rows.append(LiveEvent.of(len(self.rows) + 1, principal, "t", {}))
+
+    async def after(self, after: int, limit: int) -> list[LiveEvent]:
+        self.reads += 1
+        self.read_done.set()  # the hub dispatches before the waiting test runs
+        self.read_done = anyio.Event()
+        return [r for r in self.rows if r.id > after][:limit]
+
+    async def head(self) -> int:
+        return len(self.rows)
+
+
+async def settle(hub: EventHub, reads: int, log: FakeLog) -> None:
+    with anyio.fail_after(5):
+        while log.reads < reads:
+            await log.read_done.wait()
+
+
+async def test_one_read_per_commit_hands_rows_to_their_principals_streams_only() -> None:
+    log = FakeLog()
+    log.add("agent:a")  # before any stream: not handed out
+    hub = EventHub(max_queue=10, batch=100)
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        a1, a2, b = [await hub.subscribe(p) for p in ("agent:a", "agent:a", "agent:b")]
+        for s in (a1, a2, b):
+            s.reread = False  # as a stream does once it has replayed
+        await settle(hub, 1, log)  # the read the first subscribe asked for
+        log.add("agent:a")
+        log.add("agent:c")
+        hub.notify({"agent:a", "agent:c"})
+        await settle(hub, 2, log)
+        assert [r.id for r in a1.rows] == [r.id for r in a2.rows] == [2]
+        assert not b.rows and not b.wake.is_set()
+        assert log.reads == 2  # one shared read, whatever the number of streams
+        hub.close()
+
+
+async def test_a_stream_that_falls_behind_drops_its_queue_and_rereads() -> None:
+    log = FakeLog()
+    hub = EventHub(max_queue=2, batch=100)
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        slow = await hub.subscribe("agent:a")
+        slow.reread = False
+        for _ in range(5):
+            log.add("agent:a")
+        hub.notify({"agent:a"})  # coalesced with the subscribe's wake-up: one read
+        await settle(hub, 1, log)
+        assert slow.reread and not slow.rows  # it reads the log itself, from its cursor
+        hub.close()
+
+
+async def test_with_no_stream_the_hub_reads_nothing_and_restarts_from_the_head() -> None:
+    log = FakeLog()
+    hub = EventHub()
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        log.add("agent:a")
+        hub.notify({"agent:a"})  # nobody listens: no read
+        sub = await hub.subscribe("agent:a")
+        sub.reread = False
+        await settle(hub, 1, log)
+        assert not sub.rows  # row 1 predates the stream: its own replay covers it
+        hub.unsubscribe(sub)
+        assert hub.connected("agent:a") == 0
+        hub.close()
+    assert log.reads == 1
