@@ -1,7 +1,7 @@
 """tokens expire: login tokens get a lifetime, rotated agent keys a grace end
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-12-01 08:20:00.000000
 """
 
@@ -12,8 +12,8 @@ from alembic import op
 
 import mailui4agents.db.types
 
-revision: str = "0005"
-down_revision: str | None = "0004"
+revision: str = "0006"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
