@@ -45,7 +45,9 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     db = Database(settings.resolved_database_url())
     await migrate.upgrade(db)
     hasher = identity.password_hasher(settings.argon2_time_cost, settings.argon2_memory_kib)
-    hub = EventHub(max_queue=settings.sse_queue_max, batch=settings.sse_batch)
+    hub = EventHub(
+        max_queue=settings.sse_queue_max, batch=settings.sse_batch, poll_s=settings.sse_ping_s
+    )
     gw = Gateway(
         settings=settings,
         db=db,

@@ -46,10 +46,11 @@ class Settings(BaseModel):
         "client falls further behind drops them and re-reads the log.",
     )
     sse_token_recheck_s: float = Field(
-        default=60.0,
+        default=15.0,
         gt=0,
         description="Seconds between re-checks of an open stream's token (revocations "
-        "re-check at once; expiry ends the stream at its time).",
+        "in this process re-check at once; expiry ends the stream at its time; the "
+        "timer covers revocations made by another gateway process).",
     )
     login_window_s: float = Field(
         default=900.0, gt=0, description="Sliding window of the login attempt limits (15 min)."

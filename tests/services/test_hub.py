@@ -90,3 +90,20 @@ async def test_with_no_stream_the_hub_reads_nothing_and_restarts_from_the_head()
         assert hub.connected("agent:a") == 0
         hub.close()
     assert log.reads == 1
+
+
+async def test_a_commit_without_a_wake_up_is_read_by_the_poll() -> None:
+    """Another gateway process (replicas on PostgreSQL) commits without notifying
+    this hub: its periodic read picks the row up."""
+    log = FakeLog()
+    hub = EventHub(poll_s=0.05)
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        sub = await hub.subscribe("agent:a")
+        sub.reread = False
+        await settle(hub, 1, log)
+        log.add("agent:a")  # no notify
+        await settle(hub, 2, log)
+        assert [r.id for r in sub.rows] == [1]
+        hub.close()

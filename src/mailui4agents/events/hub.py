@@ -76,10 +76,13 @@ class Subscription:
 
 
 class EventHub:
-    def __init__(self, max_queue: int = 1000, batch: int = 500) -> None:
+    def __init__(self, max_queue: int = 1000, batch: int = 500, poll_s: float = 15.0) -> None:
         self._subs: dict[str, set[Subscription]] = defaultdict(set)
         self._max_queue = max_queue
         self._batch = batch
+        # Also read every poll_s without a wake-up: a commit made by another
+        # gateway process (replicas on PostgreSQL) has no in-process notify.
+        self._poll_s = poll_s
         # Newest id the reader has handed out; None while no stream is open (then
         # nothing is read, and the first stream to open sets it from the log head).
         self._cursor: int | None = None
@@ -169,14 +172,19 @@ class EventHub:
         its connection's close; see services/scheduler.py)."""
         assert self._read_after is not None, "attach() before run()"
         next_tick = time.monotonic() + TICK_S
+        next_poll = time.monotonic() + self._poll_s
         while not self._closed:
             with anyio.move_on_after(max(next_tick - time.monotonic(), 0.0)):
                 await self._wake.wait()
-            if time.monotonic() >= next_tick:
+            now = time.monotonic()
+            if now >= next_tick:
                 self.tick()
-                next_tick = time.monotonic() + TICK_S
+                next_tick = now + TICK_S
+            if now >= next_poll:
+                self._wake.set()
             if not self._wake.is_set():
                 continue
+            next_poll = now + self._poll_s
             self._wake.clear()
             if self._closed:
                 return
