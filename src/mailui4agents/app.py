@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 
 from mailui4agents import __version__
 from mailui4agents.api import (
@@ -23,6 +24,9 @@ from mailui4agents.api import (
     permissions,
     sessions,
 )
+from mailui4agents.api.body_guard import BodyGuard
+from mailui4agents.api.http_errors import http_error_handler, internal_error_handler
+from mailui4agents.api.uploads import FRAMING_SLACK, UPLOAD_PATHS
 from mailui4agents.api.validation import api_error_handler, validation_handler
 from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
@@ -78,6 +82,14 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     )
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
+    app.add_exception_handler(HTTPException, http_error_handler)
+    app.add_exception_handler(Exception, internal_error_handler)
+    upload_max = settings.attachment_max_bytes + FRAMING_SLACK
+    app.add_middleware(
+        BodyGuard,
+        json_max=settings.body_max_bytes,
+        streamed=dict.fromkeys(UPLOAD_PATHS, upload_max),
+    )
     for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):
         app.include_router(module.router)
     app.include_router(discovery.router)

@@ -239,9 +239,12 @@ def parse_cursor(value: str | None) -> int | None:
     if value is None:
         return None
     try:
-        return int(value)
+        after = int(value)
     except ValueError:
-        raise invalid_value("cursor", "cursor is not one this server gave out") from None
+        after = -1
+    if not 0 <= after < 2**63:  # a mail seq: what SQLite binds (larger ones were 500s)
+        raise invalid_value("cursor", "cursor is not one this server gave out")
+    return after
 
 
 async def inbox(
