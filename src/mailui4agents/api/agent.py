@@ -15,7 +15,7 @@ from mailui4agents.api.validation import error_from_validation
 from mailui4agents.db.tables import AgentRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.modes import normalise_enforcement
-from mailui4agents.services import access, content, mail, platform_sessions, sessions
+from mailui4agents.services import access, content, identity, mail, platform_sessions, sessions
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -52,6 +52,7 @@ async def heartbeat(
         errors = [{**err, "loc": ("body", *err["loc"])} for err in e.errors()]
         raise error_from_validation(request, RequestValidationError(errors), HeartbeatIn) from None
     unknown = sorted(set(body) - set(HeartbeatIn.model_fields))
+    workspaces = None if hb.workspaces is None else identity.normalised_workspaces(hb.workspaces)
     async with gw.write() as s:
         row = await s.scalar(select(AgentRow).where(AgentRow.id == who.id))
         assert row is not None
@@ -66,8 +67,8 @@ async def heartbeat(
             if level != row.mode_enforcement:
                 row.mode_enforcement = level
                 await sessions.refresh_enforcement(s, who.name, level)
-        if hb.workspaces is not None:
-            row.workspaces = hb.workspaces
+        if workspaces is not None:
+            row.workspaces = workspaces
         if reported is not None:
             await platform_sessions.sync(s, who.name, reported)
         row.heartbeat = body

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.tables import AttachmentRow, MailRow, ReadLogRow, RecipientRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import Address, AddressError, parse_address
+from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.errors import ApiError, invalid_value, not_found
 from mailui4agents.events import log
 from mailui4agents.services import access, attachments, identity, limits, sessions
@@ -36,7 +38,12 @@ def _parse_all(field: str, texts: Sequence[str]) -> list[Address]:
                 f"{field}[{i}]",
                 f"workspace '{addr.path}' in '{text}' must be an absolute path (or empty)",
             )
-        out.append(addr)
+        try:  # one spelling per directory and per name (domain/workspaces.py, names.py)
+            path = normalise_workspace(addr.path)
+        except WorkspaceError as e:
+            raise invalid_value(f"{field}[{i}]", f"the workspace in '{text}' {e}") from None
+        name = unicodedata.normalize("NFC", addr.name)
+        out.append(replace(addr, name=name, path=path))
     return out
 
 
