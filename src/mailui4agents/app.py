@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from fastapi import FastAPI
@@ -32,9 +33,12 @@ from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
 from mailui4agents.errors import ApiError
 from mailui4agents.events.hub import EventHub
+from mailui4agents.private_files import private_dir, private_file
 from mailui4agents.services import identity, scheduler
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
+
+SQLITE_PREFIX = "sqlite+aiosqlite:///"
 
 
 async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
@@ -43,9 +47,12 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     Returns the gateway and, only on a brand-new database without a configured
     admin password, the generated one (to print once).
     """
+    url = settings.resolved_database_url()
     if settings.database_url is None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(settings.resolved_database_url())
+        private_dir(settings.data_dir)
+    if url.startswith(SQLITE_PREFIX) and ":memory:" not in url:
+        private_file(Path(url[len(SQLITE_PREFIX) :]))  # before SQLite creates it 0644
+    db = Database(url)
     await migrate.upgrade(db)
     hasher = identity.password_hasher(settings.argon2_time_cost, settings.argon2_memory_kib)
     gw = Gateway(settings=settings, db=db, hub=EventHub(), hasher=hasher)
