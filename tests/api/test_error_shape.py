@@ -5,12 +5,14 @@ no database column takes, duplicate keys, NaN."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Api
+from mailui4agents.app import create_app
+from tests.conftest import Api, fast_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -100,3 +102,17 @@ async def test_a_wrong_method_is_a_405_with_every_allowed_method(
 async def test_a_body_over_the_limit_is_a_413_in_the_error_shape(api: Api) -> None:
     err = shape(await api.http.post(LOGIN, content=b" " * (1024 * 1024 + 1), headers=JSON), 413)
     assert (err["code"], err["field"]) == ("too_large", "body")
+
+
+async def test_a_crash_is_a_500_in_the_error_shape(tmp_path: Path) -> None:
+    app = create_app(fast_settings(tmp_path))
+
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    app.add_api_route("/boom", boom)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+            err = shape(await http.get("/boom"), 500)
+    assert err["code"] == "internal" and "a bug" not in err["message"]  # no internals leak
