@@ -148,7 +148,9 @@ async def test_recipients_are_looked_up_in_one_query_before_the_write_and_stored
     api: Api, app: FastAPI, sender: str
 ) -> None:
     gw: Gateway = app.state.gateway
-    others = [a for a in [*FIVE, "ana@/srv/shop"] if not a.startswith(sender)]
+    # A human first: with one, the new session gets its owner row either way.
+    everyone = ["bob@/srv/shop", "ana@/srv/shop", *FIVE]
+    others = list(dict.fromkeys(a for a in everyone if not a.startswith(sender)))
     counts = []
     for n in (1, 5):
         with statements(gw) as seen:

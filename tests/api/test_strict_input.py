@@ -589,9 +589,9 @@ CURSOR_ROUTES = [
     ("/api/v1/mailbox", "ana"),
     ("/api/v1/agent/inbox", "claude"),
     ("/api/v1/mail/{mail_id}/thread", "ana"),
-    ("/api/v1/agent/mail/{mail_id}/thread", "claude"),
+    ("/api/v1/agent/mail/{mail_id}/thread?session_id={session_id}", "claude"),
     ("/api/v1/search?q=login", "ana"),
-    ("/api/v1/agent/search?q=login", "claude"),
+    ("/api/v1/agent/search?q=login&session_id={session_id}", "claude"),
     ("/api/v1/sessions", "ana"),
 ]
 HUGE_CURSORS = [str(2**63), str(-(2**63) - 1), "1" + "0" * 40, "9" * 5000, "-1"]
@@ -646,12 +646,18 @@ async def test_a_lone_surrogate_in_a_list_item_and_in_a_key_is_named_by_its_path
 
 
 @pytest.mark.parametrize(
-    "path", ["/api/v1/search?q=a%00b", "/api/v1/agent/search?q=login%00", "/api/v1/mailbox?q=x%00"]
+    "path",
+    [
+        "/api/v1/search?q=a%00b",
+        "/api/v1/agent/search?q=login%00&session_id={session_id}",
+        "/api/v1/mailbox?q=x%00",
+    ],
 )
 async def test_a_nul_in_the_search_text_is_a_400_naming_q(
     api: Api, world: dict[str, str], path: str
 ) -> None:
     who = "claude" if "/agent/" in path else "ana"
+    path = fill(path, world)
     err = error_of(await api.http.get(path, headers=api.auth(who)))
     assert (err["code"], err["field"]) == ("invalid_value", "q")
     r = await api.http.get(path.replace("%00", ""), headers=api.auth(who))
