@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 
 from mailui4agents import __version__
 from mailui4agents.api import (
@@ -23,15 +25,21 @@ from mailui4agents.api import (
     permissions,
     sessions,
 )
+from mailui4agents.api.body_guard import BodyGuard
+from mailui4agents.api.http_errors import http_error_handler, internal_error_handler
+from mailui4agents.api.uploads import FRAMING_SLACK, UPLOAD_PATHS
 from mailui4agents.api.validation import api_error_handler, validation_handler
 from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
 from mailui4agents.errors import ApiError
 from mailui4agents.events.hub import EventHub
+from mailui4agents.private_files import private_dir, private_file
 from mailui4agents.services import identity, scheduler
 from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
+
+SQLITE_PREFIX = "sqlite+aiosqlite:///"
 
 
 async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
@@ -40,9 +48,12 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     Returns the gateway and, only on a brand-new database without a configured
     admin password, the generated one (to print once).
     """
+    url = settings.resolved_database_url()
     if settings.database_url is None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(settings.resolved_database_url())
+        private_dir(settings.data_dir)
+    if url.startswith(SQLITE_PREFIX) and ":memory:" not in url:
+        private_file(Path(url[len(SQLITE_PREFIX) :]))  # before SQLite creates it 0644
+    db = Database(url)
     await migrate.upgrade(db)
     hasher = identity.password_hasher(settings.argon2_time_cost, settings.argon2_memory_kib)
     hub = EventHub(
@@ -92,6 +103,14 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     )
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
+    app.add_exception_handler(HTTPException, http_error_handler)
+    app.add_exception_handler(Exception, internal_error_handler)
+    upload_max = settings.attachment_max_bytes + FRAMING_SLACK
+    app.add_middleware(
+        BodyGuard,
+        json_max=settings.body_max_bytes,
+        streamed=dict.fromkeys(UPLOAD_PATHS, upload_max),
+    )
     for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):
         app.include_router(module.router)
     app.include_router(discovery.router)

@@ -106,6 +106,56 @@ class Settings(BaseModel):
         "with its blob; long enough for a mail in progress to reference it (48 h).",
     )
 
+    # Limits (docs/limits.md lists them all, with why).
+    body_max_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Largest request body of every route but uploads, bytes; refused "
+        "(413) before it is read.",
+    )
+    max_recipients: int = Field(
+        default=100, ge=1, description="Most addresses one mail may have in to + cc together."
+    )
+    mail_body_max_bytes: int = Field(
+        default=256 * 1024, ge=1, description="Largest mail body (UTF-8 bytes)."
+    )
+    subject_max_bytes: int = Field(
+        default=1000, ge=1, description="Largest mail subject (UTF-8 bytes)."
+    )
+    text_max_bytes: int = Field(
+        default=16 * 1024,
+        ge=1,
+        description="Largest free text of approvals: summary, question, note, answer, "
+        "grant pattern, forward note (UTF-8 bytes).",
+    )
+    tool_input_max_bytes: int = Field(
+        default=64 * 1024, ge=2, description="Largest tool_input of a request (compact JSON)."
+    )
+    question_options_max: int = Field(
+        default=50, ge=1, description="Most options (and answers) one question may have."
+    )
+    option_max_bytes: int = Field(
+        default=1000, ge=1, description="Largest description of a question option (bytes)."
+    )
+    heartbeat_max_bytes: int = Field(
+        default=256 * 1024, ge=1024, description="Largest heartbeat (compact JSON, stored whole)."
+    )
+    heartbeat_list_max: int = Field(
+        default=200, ge=1, description="Most workspaces and platform_sessions in a heartbeat."
+    )
+    inbox_preview_chars: int = Field(
+        default=4000,
+        ge=1,
+        description="Body characters an inbox or mailbox item carries unless the client "
+        "asks for more (body_limit; 0 = full bodies).",
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds a connection may take to send a complete request header "
+        "(`agentmail serve`); slower ones are closed.",
+    )
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Build settings from AGENTMAIL_<FIELD> variables; explicit overrides win."""

@@ -581,3 +581,97 @@ async def test_a_negative_body_limit_is_refused_while_zero_means_the_whole_body(
         r = await api.http.get(url + limit, headers=api.auth("claude"))
         assert r.status_code == 200, r.text
         assert (r.json()["body"], r.json()["body_truncated"]) == (body, truncated)
+
+
+# --- inputs that were 500s: all must be 400s naming the field, before anything runs ---
+
+CURSOR_ROUTES = [
+    ("/api/v1/mailbox", "ana"),
+    ("/api/v1/agent/inbox", "claude"),
+    ("/api/v1/mail/{mail_id}/thread", "ana"),
+    ("/api/v1/agent/mail/{mail_id}/thread?session_id={session_id}", "claude"),
+    ("/api/v1/search?q=login", "ana"),
+    ("/api/v1/agent/search?q=login&session_id={session_id}", "claude"),
+    ("/api/v1/sessions", "ana"),
+]
+HUGE_CURSORS = [str(2**63), str(-(2**63) - 1), "1" + "0" * 40, "9" * 5000, "-1"]
+
+
+@pytest.mark.parametrize(("path", "who"), CURSOR_ROUTES)
+async def test_a_cursor_beyond_64_bits_is_a_400_on_every_cursor_route(
+    api: Api, world: dict[str, str], path: str, who: str
+) -> None:
+    url = fill(path, world)
+    joiner = "&" if "?" in url else "?"
+    for cursor in HUGE_CURSORS:
+        r = await api.http.get(f"{url}{joiner}cursor={cursor}", headers=api.auth(who))
+        err = error_of(r)
+        assert (err["code"], err["field"]) == ("invalid_value", "cursor"), (cursor, err)
+    # The other side: a cursor the server gave out is still accepted.
+    r = await api.http.get(f"{url}{joiner}limit=1", headers=api.auth(who))
+    assert r.status_code == 200, r.text
+
+
+def _first_text_field(body: dict[str, Any]) -> str:
+    return next(k for k, v in body.items() if isinstance(v, str))
+
+
+@pytest.mark.parametrize("ep_id", list(ENDPOINTS))
+async def test_a_lone_surrogate_escape_is_refused_naming_its_field(
+    api: Api, world: dict[str, str], settings: Settings, ep_id: str
+) -> None:
+    ep = ENDPOINTS[ep_id]
+    field = _first_text_field(ep.valid)
+    raw = json.dumps({**fill(ep.valid, world), field: "MARK"}).replace("MARK", "x\\ud800y")
+    with writes_nothing(settings):
+        r = await call(api, ep, world, content=raw.encode(), headers=JSON)
+    err = error_of(r)
+    assert (err["code"], err["field"]) == ("invalid_value", field), err
+    # The other side: a surrogate PAIR is an ordinary character (an emoji).
+    if ep_id != "login":  # (login would then be a wrong password, not a 200)
+        ok = json.dumps(fill(ep.valid, world)).replace('"Deploy"', '"\\ud83d\\ude80"')
+        assert (await call(api, ep, world, content=ok.encode(), headers=JSON)).status_code < 400
+
+
+async def test_a_lone_surrogate_in_a_list_item_and_in_a_key_is_named_by_its_path(
+    api: Api, world: dict[str, str]
+) -> None:
+    ep = ENDPOINTS["mail"]
+    raw = '{"to": ["claude@/srv/shop.new", "\\udc00"], "subject": "s", "body": "b"}'
+    err = error_of(await call(api, ep, world, content=raw.encode(), headers=JSON))
+    assert err["field"] == "to[1]"
+    raw = '{"to": ["claude@/srv/shop.new"], "subject": "s", "body": "b", "\\ud800": 1}'
+    err = error_of(await call(api, ep, world, content=raw.encode(), headers=JSON))
+    assert err["field"] == "\\ud800"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/search?q=a%00b",
+        "/api/v1/agent/search?q=login%00&session_id={session_id}",
+        "/api/v1/mailbox?q=x%00",
+    ],
+)
+async def test_a_nul_in_the_search_text_is_a_400_naming_q(
+    api: Api, world: dict[str, str], path: str
+) -> None:
+    who = "claude" if "/agent/" in path else "ana"
+    path = fill(path, world)
+    err = error_of(await api.http.get(path, headers=api.auth(who)))
+    assert (err["code"], err["field"]) == ("invalid_value", "q")
+    r = await api.http.get(path.replace("%00", ""), headers=api.auth(who))
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    ("path", "who"), [("/api/v1/agent/events", "claude"), ("/api/v1/events", "ana")]
+)
+@pytest.mark.parametrize("value", [str(2**63), "9" * 30, "9" * 5000])
+async def test_a_last_event_id_beyond_64_bits_is_a_400_before_the_stream_starts(
+    api: Api, world: dict[str, str], path: str, who: str, value: str
+) -> None:
+    r = await api.http.get(path, headers={**api.auth(who), "Last-Event-ID": value})
+    assert r.headers["content-type"].startswith("application/json")
+    err = error_of(r)
+    assert (err["code"], err["field"]) == ("invalid_value", "Last-Event-ID")

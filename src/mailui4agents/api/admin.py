@@ -19,11 +19,26 @@ router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 MAX_KEY_GRACE_S = 30 * 86400  # a rotation's grace period is at most 30 days
 
 
+def _look_alike_warnings(similar: list[str]) -> list[dict[str, Any]]:
+    """Created anyway (look-alikes can be real names), but the admin is told."""
+    if not similar:
+        return []
+    listed = ", ".join(f"'{n}'" for n in similar)
+    return [
+        {
+            "code": "confusable",
+            "message": f"this name looks like {listed}; people may mistake one for the other",
+            "similar_to": similar,
+        }
+    ]
+
+
 @router.post("/users", status_code=201)
 async def create_user(body: UserCreate, _: Admin, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
         row = await identity.create_user(s, gw.hasher, body.username, body.password, body.is_admin)
-    return identity.user_out(row)
+        similar = await identity.look_alikes(s, row.username)
+    return {**identity.user_out(row), "warnings": _look_alike_warnings(similar)}
 
 
 @router.get("/users")
@@ -40,7 +55,14 @@ async def create_agent(body: AgentCreate, who: Admin, gw: GatewayDep) -> dict[st
             s, body.name, body.workspaces, creator=who.name, owners=body.owners
         )
         owners = [o.username for o in await identity.agent_owners(s, row)]
-    return {"name": row.name, "key": key, "owners": owners, "created_at": fmt_time(row.created_at)}
+        similar = await identity.look_alikes(s, row.name)
+    return {
+        "name": row.name,
+        "key": key,
+        "owners": owners,
+        "created_at": fmt_time(row.created_at),
+        "warnings": _look_alike_warnings(similar),
+    }
 
 
 @router.get("/agents/{name}/owners")

@@ -15,7 +15,7 @@ from mailui4agents.api.validation import error_from_validation
 from mailui4agents.db.tables import AgentRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.modes import normalise_enforcement
-from mailui4agents.services import access, mail, platform_sessions, sessions
+from mailui4agents.services import access, content, identity, mail, platform_sessions, sessions
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -38,6 +38,7 @@ class HeartbeatIn(BaseModel):
 async def heartbeat(
     request: Request, who: Agent, gw: GatewayDep, body: dict[str, Any] = Body(...)
 ) -> dict[str, Any]:
+    content.check_heartbeat(gw.settings, body)
     try:
         hb = HeartbeatIn.model_validate(body)
         reported = (
@@ -51,6 +52,7 @@ async def heartbeat(
         errors = [{**err, "loc": ("body", *err["loc"])} for err in e.errors()]
         raise error_from_validation(request, RequestValidationError(errors), HeartbeatIn) from None
     unknown = sorted(set(body) - set(HeartbeatIn.model_fields))
+    workspaces = None if hb.workspaces is None else identity.normalised_workspaces(hb.workspaces)
     async with gw.write() as s:
         row = await s.scalar(select(AgentRow).where(AgentRow.id == who.id))
         assert row is not None
@@ -65,8 +67,8 @@ async def heartbeat(
             if level != row.mode_enforcement:
                 row.mode_enforcement = level
                 await sessions.refresh_enforcement(s, who.name, level)
-        if hb.workspaces is not None:
-            row.workspaces = hb.workspaces
+        if workspaces is not None:
+            row.workspaces = workspaces
         if reported is not None:
             await platform_sessions.sync(s, who.name, reported)
         row.heartbeat = body
@@ -78,6 +80,9 @@ async def heartbeat(
 async def send_mail(
     body: AgentMailCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
+    content.check_mail(gw.settings, body.subject, body.body)
+    async with gw.read() as r:  # lookups before the one writer is taken
+        recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
     async with gw.write() as s:
         status, out = await mail.send_mail(
             s,
@@ -93,6 +98,7 @@ async def send_mail(
             from_session_id=str(body.from_session_id) if body.from_session_id else None,
             type_="relay" if body.relay else "message",
             attachment_ids=[str(i) for i in body.attachment_ids],
+            recipients=recipients,
         )
     response.status_code = status
     return out
@@ -107,7 +113,10 @@ async def inbox(
     mark_read: bool = False,
     limit: Limit = 50,
     cursor: str | None = None,
+    body_limit: Annotated[int | None, Query(ge=0)] = None,
 ) -> dict[str, Any]:
+    """Bodies are previews (`inbox_preview_chars`, `body_truncated: true`) unless
+    `body_limit` says how much to keep (0 = whole bodies); read one mail for all of it."""
     async with gw.write() as s:
         items, nxt = await mail.inbox(
             s,
@@ -118,6 +127,7 @@ async def inbox(
             cursor=cursor,
             newest_first=False,
             mark=mark_read,
+            body_limit=gw.settings.inbox_preview_chars if body_limit is None else body_limit,
         )
     return page(items, nxt)
 

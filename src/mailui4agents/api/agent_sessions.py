@@ -9,7 +9,7 @@ from fastapi import APIRouter
 
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.schemas import InteractiveSessionIn
-from mailui4agents.services import access, sessions
+from mailui4agents.services import access, identity, sessions
 
 router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
 
@@ -34,7 +34,7 @@ async def interactive_session(
             who,
             platform_id=body.platform_id,
             owner=body.owner,
-            cwd=body.cwd,
+            cwd=identity.normalised_workspace(body.cwd, "cwd"),
             title=body.title,
         )
         return await sessions.describe(s, row, who.name)

@@ -36,7 +36,7 @@ def _last_event_id(request: Request) -> int | None:
         value = int(raw)
     except ValueError:
         raise invalid_value("Last-Event-ID", "Last-Event-ID must be an event id") from None
-    if value < 0:
+    if not 0 <= value < 2**63:  # an event id; larger ones broke the stream after its 200
         raise invalid_value("Last-Event-ID", "Last-Event-ID must be an event id")
     return value
 

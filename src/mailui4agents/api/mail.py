@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import Limit, MailCreate
-from mailui4agents.services import access, mail
+from mailui4agents.services import access, content, mail
 
 router = APIRouter(prefix="/api/v1", tags=["mail"])
 
@@ -18,6 +18,9 @@ router = APIRouter(prefix="/api/v1", tags=["mail"])
 async def send_mail(
     body: MailCreate, who: Human, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
+    content.check_mail(gw.settings, body.subject, body.body)
+    async with gw.read() as r:  # lookups before the one writer is taken
+        recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
     async with gw.write() as s:
         status, out = await mail.send_mail(
             s,
@@ -30,6 +33,7 @@ async def send_mail(
             parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
             permission_mode=body.permission_mode,
             attachment_ids=[str(i) for i in body.attachment_ids],
+            recipients=recipients,
         )
     response.status_code = status
     return out
@@ -44,7 +48,10 @@ async def mailbox(
     q: str | None = None,
     limit: Limit = 50,
     cursor: str | None = None,
+    body_limit: Annotated[int | None, Query(ge=0)] = None,
 ) -> dict[str, Any]:
+    """Bodies are previews (`inbox_preview_chars`) unless `body_limit` says how
+    much to keep (0 = whole bodies)."""
     async with gw.write() as s:
         items, nxt = await mail.inbox(
             s,
@@ -56,6 +63,7 @@ async def mailbox(
             newest_first=True,
             mark=False,
             q=q,
+            body_limit=gw.settings.inbox_preview_chars if body_limit is None else body_limit,
         )
     return page(items, nxt)
 

@@ -12,7 +12,7 @@ from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
 from mailui4agents.db.tables import PermissionRow
 from mailui4agents.errors import not_found
-from mailui4agents.services import permissions
+from mailui4agents.services import content, permissions
 
 router = APIRouter(prefix="/api/v1", tags=["permissions"])
 
@@ -21,6 +21,14 @@ router = APIRouter(prefix="/api/v1", tags=["permissions"])
 async def create_permission(
     body: PermissionCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
+    options = [o.model_dump() for o in body.options] if body.options is not None else None
+    content.check_permission(
+        gw.settings,
+        tool_input=body.tool_input,
+        summary=body.summary,
+        question=body.question,
+        options=options,
+    )
     async with gw.write() as s:
         status, out = await permissions.create_request(
             s,
@@ -32,7 +40,7 @@ async def create_permission(
             tool_input=body.tool_input,
             summary=body.summary,
             question=body.question,
-            options=[o.model_dump() for o in body.options] if body.options is not None else None,
+            options=options,
             multi_select=body.multi_select,
             timeout_s=body.timeout_s,
         )
@@ -87,6 +95,7 @@ async def list_permissions(
 async def decide_permission(
     request_id: str, body: DecisionIn, who: Human, gw: GatewayDep
 ) -> dict[str, Any]:
+    content.check_decision(gw.settings, body.note, body.grant_pattern, body.answers)
     async with gw.write() as s:
         return await permissions.decide(
             s,

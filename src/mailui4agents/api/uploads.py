@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # a typing-only name in python_multipart
     from python_multipart.multipart import MultipartCallbacks
 
 FIELD = "file"
+# The routes that read their body as a stream, after authentication (api/body_guard.py
+# gives them the attachment limit instead of the JSON one).
+UPLOAD_PATHS = ("/api/v1/attachments", "/api/v1/agent/attachments")
 # Room for the multipart framing around the file (boundaries, part headers).
 FRAMING_SLACK = 64 * 1024
 

@@ -43,12 +43,18 @@ def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_le
     import uvicorn
 
     from mailui4agents.app import create_app
+    from mailui4agents.http_protocol import with_header_timeout
     from mailui4agents.settings import Settings
 
     settings = Settings.from_env(data_dir=data_dir, database_url=database_url)
     app = create_app(settings, on_admin_password=_print_admin_password)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+        http=with_header_timeout(settings.header_timeout_s),
     )
     server = uvicorn.Server(config)
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mailui4agents.private_files import private_dir
+
 DEFAULT_URL = "http://127.0.0.1:8025"
 
 
@@ -90,7 +92,7 @@ def write_config_file(
     temporary file is created with mode 0600 and renamed over the old one.
     """
     target = path if path is not None else config_path()
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(target.parent)  # missing parents too: mkdir(parents=True) gave them 0777
     merged = {**read_config_file(target), **values} if merge else dict(values)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

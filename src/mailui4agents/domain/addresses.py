@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mailui4agents.domain.names import refused_character
+
 NEW_SESSION = "new"
 """The session part that asks the gateway to start a new session."""
 
@@ -111,8 +113,8 @@ def format_address(addr: Address) -> str:
 def is_valid_alias(alias: str) -> bool:
     """Tell whether ``alias`` may name a session.
 
-    Non-empty, at most 64 characters, no ``.``, no ``@``, no whitespace, and
-    not the reserved word ``new``.
+    Non-empty, at most 64 characters, no ``.``, no ``@``, no whitespace, no
+    control or format characters (domain/names.py), and not the reserved word ``new``.
     """
     return (
         0 < len(alias) <= MAX_ALIAS_LEN
@@ -120,4 +122,5 @@ def is_valid_alias(alias: str) -> bool:
         and "." not in alias
         and "@" not in alias
         and not _has_space(alias)
+        and refused_character(alias) is None
     )

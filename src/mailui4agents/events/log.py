@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import EventRow
+from mailui4agents.db.types import utcnow
 from mailui4agents.events.hub import LiveEvent
 
 _PG_EVENT_LOCK = 0x6D61696C  # any constant; serialises appends on PostgreSQL
@@ -26,6 +27,22 @@ async def append(s: AsyncSession, principals: Iterable[str], type_: str, data: A
     for principal in principals:
         s.add(EventRow(principal=principal, type=type_, data=data))
         notify.add(principal)
+
+
+async def append_each(s: AsyncSession, type_: str, rows: list[tuple[str, Any]]) -> None:
+    """One event of `type_` per (principal, data), in one statement: a mail to 100
+    recipients made 100 round trips inside the write transaction. Flush pending
+    ORM events first, so ids keep the order in which events were appended."""
+    if not rows:
+        return
+    await append(s, [], type_, None)  # takes the PostgreSQL lock; adds nothing
+    await s.flush()
+    now = utcnow()
+    await s.execute(
+        insert(EventRow),
+        [{"principal": p, "type": type_, "data": d, "created_at": now} for p, d in rows],
+    )
+    s.info.setdefault("notify", set()).update(p for p, _ in rows)
 
 
 async def since(s: AsyncSession, principal: str, after: int, limit: int) -> list[EventRow]:

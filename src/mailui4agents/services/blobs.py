@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import AttachmentRow, BlobRow, MailAttachmentRow
 from mailui4agents.errors import ApiError, not_found
+from mailui4agents.private_files import create_private, private_dir
 from mailui4agents.settings import Settings
 
 log = logging.getLogger("mailui4agents.blobs")
@@ -104,9 +105,9 @@ class BlobWriter:
 
     def _write(self, chunk: bytes) -> None:
         if self._file is None:
-            self.store.tmp.mkdir(parents=True, exist_ok=True)
+            private_dir(self.store.tmp)
             self._temp = self.store.tmp / f"{uuid.uuid4().hex}.part"
-            self._file = self._temp.open("xb")
+            self._file = os.fdopen(create_private(self._temp), "wb")
         self._file.write(chunk)
 
     async def finish(self) -> str:
@@ -131,7 +132,7 @@ class BlobWriter:
         if final.exists():
             self.abort()
             return
-        final.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(final.parent)
         os.replace(self._temp, final)
         self._temp = None
         _fsync_dir(final.parent)

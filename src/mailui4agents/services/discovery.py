@@ -25,7 +25,7 @@ from mailui4agents.db.tables import (
 from mailui4agents.db.types import UTCDateTime
 from mailui4agents.domain.addresses import AddressError, format_parts
 from mailui4agents.errors import not_found
-from mailui4agents.services import access, mail
+from mailui4agents.services import access, content, mail
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.views import MailContext, session_address
 from mailui4agents.settings import Settings
@@ -395,6 +395,7 @@ async def forward(
     404 otherwise, as if it did not exist). The new mail goes where `to` routes it
     and carries the original's attachments (the reader may read them through it).
     """
+    content.check_text("note", note, settings.text_max_bytes)
     access.require_scope(reader, "forwarding")
     ctx = await mail.readable(s, reader, mail_id)
     await mail.record_reads(s, reader.principal, [ctx], reader.scope_id, "forward")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import AgentKeyRow, AgentOwnerRow, AgentRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain import names
+from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.errors import conflict, invalid_value, not_found
 from mailui4agents.services.principals import Principal
 
@@ -41,12 +44,35 @@ def fmt_time(dt: datetime | None) -> str | None:
     return None if dt is None else dt.isoformat().replace("+00:00", "Z")
 
 
-def _check_name(name: str, field: str) -> None:
+def _check_name(name: str, field: str) -> str:
+    """The name as stored (NFC), or 400 naming `field` (domain/names.py says why)."""
     bad = not name or len(name) > 200 or any(c in name for c in "@ \t\r\n/.")
     if bad:
         raise invalid_value(
             field, f"{field} must be 1-200 characters without '@', '.', '/' or spaces"
         )
+    try:
+        return names.clean_name(name)
+    except names.NameRefused as e:
+        raise invalid_value(field, f"{field} {e}") from None
+
+
+def normalised_workspace(path: str, field: str) -> str:
+    """A workspace path normalised (domain/workspaces.py); 400 naming `field`."""
+    try:
+        return normalise_workspace(path)
+    except WorkspaceError as e:
+        raise invalid_value(field, f"workspace {e}") from None
+
+
+def normalised_workspaces(paths: list[str] | None, field: str = "workspaces") -> list[str]:
+    return [normalised_workspace(p, f"{field}[{i}]") for i, p in enumerate(paths or ())]
+
+
+async def look_alikes(s: AsyncSession, name: str) -> list[str]:
+    """Existing users and agents whose names look like `name` (to warn an admin)."""
+    existing = [*await s.scalars(select(UserRow.username)), *await s.scalars(select(AgentRow.name))]
+    return names.look_alikes(name, existing)
 
 
 async def name_taken(s: AsyncSession, name: str) -> bool:
@@ -59,7 +85,7 @@ async def name_taken(s: AsyncSession, name: str) -> bool:
 async def create_user(
     s: AsyncSession, hasher: PasswordHasher, username: str, password: str, is_admin: bool = False
 ) -> UserRow:
-    _check_name(username, "username")
+    username = _check_name(username, "username")
     if len(password) < 8:
         raise invalid_value("password", "password must have at least 8 characters")
     if await name_taken(s, username):
@@ -160,12 +186,12 @@ async def create_agent(
 ) -> tuple[AgentRow, str]:
     """A new agent with its first key. Its owners (who see and adopt its platform
     sessions) are `owners`, or the admin who creates it."""
-    _check_name(name, "name")
+    name = _check_name(name, "name")
     if await name_taken(s, name):
         raise conflict(f"the name '{name}' is already taken")
     chosen = list(dict.fromkeys(owners if owners is not None else [creator]))
     await _check_users(s, chosen, "owners")
-    row = AgentRow(name=name, workspaces=list(workspaces or []))
+    row = AgentRow(name=name, workspaces=normalised_workspaces(workspaces))
     s.add(row)
     await s.flush()
     s.add_all(AgentOwnerRow(agent_id=row.id, username=u, added_by=creator) for u in chosen)
@@ -313,6 +339,20 @@ async def authenticate_until(
         user_row, until = user_found
         return Principal("user", user_row.id, user_row.username, user_row.is_admin), until
     return None
+
+
+async def kinds_of(s: AsyncSession, names: Iterable[str]) -> dict[str, str]:
+    """ "user" or "agent" for each of `names` that exists, in two queries whatever
+    their number (a mail to 100 recipients once made 200 lookups)."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    kinds = {
+        n: "agent" for n in await s.scalars(select(AgentRow.name).where(AgentRow.name.in_(wanted)))
+    }
+    users = await s.scalars(select(UserRow.username).where(UserRow.username.in_(wanted)))
+    kinds.update({n: "user" for n in users})
+    return kinds
 
 
 async def kind_of(s: AsyncSession, name: str) -> str | None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -12,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.tables import AttachmentRow, MailRow, ReadLogRow, RecipientRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import Address, AddressError, parse_address
+from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.errors import ApiError, invalid_value, not_found
 from mailui4agents.events import log
 from mailui4agents.services import access, attachments, identity, limits, sessions
@@ -35,8 +38,50 @@ def _parse_all(field: str, texts: Sequence[str]) -> list[Address]:
                 f"{field}[{i}]",
                 f"workspace '{addr.path}' in '{text}' must be an absolute path (or empty)",
             )
-        out.append(addr)
+        try:  # one spelling per directory and per name (domain/workspaces.py, names.py)
+            path = normalise_workspace(addr.path)
+        except WorkspaceError as e:
+            raise invalid_value(f"{field}[{i}]", f"the workspace in '{text}' {e}") from None
+        name = unicodedata.normalize("NFC", addr.name)
+        out.append(replace(addr, name=name, path=path))
     return out
+
+
+@dataclass(frozen=True)
+class Recipients:
+    """Parsed and looked-up recipients of a mail: name → is_human in `human`."""
+
+    to: list[Address]
+    cc: list[Address]
+    human: dict[str, bool]
+
+
+async def resolve_recipients(
+    s: AsyncSession, settings: Settings, to: Sequence[str], cc: Sequence[str]
+) -> Recipients:
+    """Check the count, parse, and look every name up in one query. Routes call it
+    on a reader before their write transaction (the only writer): names are never
+    deleted nor change kind, so the answer still holds when the write runs."""
+    if not to:
+        raise invalid_value("to", "a mail needs at least one recipient in 'to'")
+    cap = settings.max_recipients
+    if len(to) + len(cc) > cap:
+        field = "to" if len(to) > cap else "cc"
+        raise invalid_value(
+            field,
+            f"a mail may have at most {cap} recipients in to and cc together "
+            f"(this one has {len(to) + len(cc)})",
+            limit=cap,
+        )
+    to_addrs, cc_addrs = _parse_all("to", to), _parse_all("cc", cc)
+    kinds = await identity.kinds_of(s, [a.name for a in (*to_addrs, *cc_addrs)])
+    human: dict[str, bool] = {}
+    for field, addrs in (("to", to_addrs), ("cc", cc_addrs)):
+        for i, a in enumerate(addrs):
+            if a.name not in kinds:
+                raise invalid_value(f"{field}[{i}]", f"no user or agent is named '{a.name}'")
+            human[a.name] = kinds[a.name] == "user"
+    return Recipients(to_addrs, cc_addrs, human)
 
 
 async def contexts(s: AsyncSession, mails: Sequence[MailRow]) -> list[MailContext]:
@@ -69,8 +114,10 @@ async def send_mail(
     from_session_id: str | None = None,
     type_: str = "message",
     attachment_ids: Sequence[str] = (),
+    recipients: Recipients | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Store a mail and one `new_mail` event per recipient. Returns (status, body)."""
+    """Store a mail and one `new_mail` event per recipient. Returns (status, body).
+    `recipients`: `to` and `cc` as resolve_recipients gave them, if already done."""
     if relay_key is not None:
         limits.check_relay_key(relay_key)
         dup = await s.scalar(
@@ -80,17 +127,8 @@ async def send_mail(
         )
         if dup is not None:
             return 200, {"status": "duplicate_relay", "mail_id": dup}
-    if not to:
-        raise invalid_value("to", "a mail needs at least one recipient in 'to'")
-    to_addrs, cc_addrs = _parse_all("to", to), _parse_all("cc", cc)
-
-    kinds: dict[str, bool] = {}
-    for field, addrs in (("to", to_addrs), ("cc", cc_addrs)):
-        for i, a in enumerate(addrs):
-            kind = await identity.kind_of(s, a.name)
-            if kind is None:
-                raise invalid_value(f"{field}[{i}]", f"no user or agent is named '{a.name}'")
-            kinds[a.name] = kind == "user"
+    rcpt = recipients or await resolve_recipients(s, settings, to, cc)
+    to_addrs, cc_addrs, kinds = rcpt.to, rcpt.cc, rcpt.human
 
     parent = None
     if parent_mail_id is not None:
@@ -107,25 +145,25 @@ async def send_mail(
     session, created, subject = await sessions.resolve_target(
         s, settings, sender, to_addrs, cc_addrs, subject, parent, permission_mode
     )
-    recipients: list[tuple[str, bool, str]] = []
+    deliveries: list[tuple[str, bool, str]] = []
     seen: set[str] = set()
     for role, addrs in (("to", to_addrs), ("cc", cc_addrs)):
         for a in addrs:
             if a.name not in seen:  # one delivery per person, "to" wins over "cc"
                 seen.add(a.name)
-                recipients.append((a.name, kinds[a.name], role))
-    await limits.check_send(s, settings, sender, session, relay, [h for _, h, _ in recipients])
+                deliveries.append((a.name, kinds[a.name], role))
+    await limits.check_send(s, settings, sender, session, relay, [h for _, h, _ in deliveries])
     if created:
         # The humans on a session's first mail own it (docs/access.md).
         owners = [sender.name] if sender.is_human else []
-        owners += [n for n, human, role in recipients if human and role == "to"]
+        owners += [n for n, human, role in deliveries if human and role == "to"]
         await access.add_owners(s, session.id, owners, by=sender.name)
     ctx = await deliver(
         s,
         session,
         sender.name,
         sender.is_human,
-        recipients,
+        deliveries,
         subject=subject,
         body=body,
         parent_mail_id=parent_mail_id,
@@ -173,18 +211,26 @@ async def deliver(
     )
     s.add(mail)
     await s.flush()
-    rows = [
-        RecipientRow(mail_seq=mail.seq, name=name, is_human=human, role=role, position=i)
-        for i, (name, human, role) in enumerate(recipients)
-    ]
-    s.add_all(rows)
+    # Core inserts, one statement each: row by row, a mail to 100 recipients made
+    # 200 round trips inside the one write transaction.
+    await s.execute(
+        insert(RecipientRow),
+        [
+            {"mail_seq": mail.seq, "name": n, "is_human": h, "role": role, "position": i}
+            for i, (n, h, role) in enumerate(recipients)
+        ],
+    )
+    rows = list(
+        await s.scalars(
+            select(RecipientRow).where(RecipientRow.mail_seq == mail.seq).order_by(RecipientRow.id)
+        )
+    )
     attachments.link(s, mail.seq, files)
     session.last_mail_at = now
     await s.flush()
     ctx = MailContext(mail, session, rows, list(files))
-    for r in rows:
-        fields = delivery_fields(ctx, r.name)
-        await log.append(s, [principal_key(r.name, r.is_human)], "new_mail", fields)
+    events = [(principal_key(r.name, r.is_human), delivery_fields(ctx, r.name)) for r in rows]
+    await log.append_each(s, "new_mail", events)
     return ctx
 
 
@@ -239,9 +285,12 @@ def parse_cursor(value: str | None) -> int | None:
     if value is None:
         return None
     try:
-        return int(value)
+        after = int(value)
     except ValueError:
-        raise invalid_value("cursor", "cursor is not one this server gave out") from None
+        after = -1
+    if not 0 <= after < 2**63:  # a mail seq: what SQLite binds (larger ones were 500s)
+        raise invalid_value("cursor", "cursor is not one this server gave out")
+    return after
 
 
 async def inbox(
@@ -255,6 +304,7 @@ async def inbox(
     newest_first: bool,
     mark: bool,
     q: str | None = None,
+    body_limit: int | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Mail addressed to `reader`. With `mark`, exactly the listed rows become read."""
     stmt = (
@@ -279,7 +329,7 @@ async def inbox(
     mails = mails[:limit]
     ctxs = await contexts(s, mails)
     await record_reads(s, reader, ctxs, session_id, "inbox")
-    items = [mail_out(c, reader.name) for c in ctxs]  # read state as it was when listed
+    items = [mail_out(c, reader.name, body_limit) for c in ctxs]  # read state as listed
     if mark:
         await mark_read(s, reader.name, ctxs)
     return items, (str(mails[-1].seq) if more else None)

@@ -1,0 +1,110 @@
+"""Half-open connections are closed: one that sends nothing, or only part of a
+request header, is closed after `header_timeout_s` (here 1 s) by a real
+`agentmail serve`; one that sends its request in time is answered."""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+from tests.conftest import ADMIN_PASSWORD
+
+pytestmark = [pytest.mark.e2e]
+
+TIMEOUT_S = 1.0
+DEADLINE_S = 8.0  # well past the timeout, far below the 60 s the probe saw
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
+    env = clean_env(
+        AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD,
+        AGENTMAIL_HEADER_TIMEOUT_S=str(TIMEOUT_S),
+        AGENTMAIL_SSE_PING_S="0.3",
+        **FAST_HASH_ENV,
+    )
+    gp = GatewayProcess(data_dir=tmp_path / "data", env=env)
+    gp.start()
+    try:
+        yield gp
+    finally:
+        gp.stop()
+
+
+def closed_within(socks: list[socket.socket], seconds: float) -> list[float]:
+    """Wait (on the sockets, no sleeps) until each is closed by the server; the
+    seconds each took. Fails if one is still open at the deadline."""
+    start = time.monotonic()
+    open_ = {s.fileno(): s for s in socks}
+    took: list[float] = []
+    while open_:
+        left = start + seconds - time.monotonic()
+        assert left > 0, f"{len(open_)} of {len(socks)} connections still open after {seconds}s"
+        ready, _, _ = select.select(list(open_.values()), [], [], left)
+        for s in ready:
+            try:
+                data = s.recv(4096)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                took.append(time.monotonic() - start)
+                del open_[s.fileno()]
+    return took
+
+
+def test_silent_and_half_sent_connections_are_closed_after_the_header_timeout(
+    gateway: GatewayProcess,
+) -> None:
+    socks = [socket.create_connection(("127.0.0.1", gateway.port)) for _ in range(40)]
+    try:
+        for i, s in enumerate(socks):
+            if i % 2:  # half a header: a request line and one header, no blank line
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n")
+        took = closed_within(socks, DEADLINE_S)
+        assert len(took) == 40
+        assert min(took) >= TIMEOUT_S * 0.5, took  # closed by the timer, not at once
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_request_sent_in_time_is_answered_and_the_idle_connection_then_closed(
+    gateway: GatewayProcess,
+) -> None:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=DEADLINE_S) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+        answer = b""
+        while b'"ok"' not in answer:
+            chunk = s.recv(4096)
+            assert chunk, answer
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200")
+        # Then a second request header that never ends: closed too.
+        s.sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert len(closed_within([s], DEADLINE_S)) == 1
+
+
+def test_a_stream_open_longer_than_the_header_timeout_is_not_cut(gateway: GatewayProcess) -> None:
+    with httpx.Client(base_url=gateway.url, timeout=DEADLINE_S) as http:
+        login = {"username": "admin", "password": ADMIN_PASSWORD}
+        token = http.post("/api/v1/auth/login", json=login).json()["token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        key = http.post("/api/v1/admin/agents", json={"name": "claude"}, headers=auth).json()["key"]
+        started = time.monotonic()
+        pings = 0
+        with http.stream(
+            "GET", "/api/v1/agent/events", headers={"Authorization": f"Bearer {key}"}
+        ) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():  # the pings are the events waited on
+                pings += line.startswith(": ping")
+                if time.monotonic() - started > 3 * TIMEOUT_S:
+                    break
+        assert pings >= 3, pings
