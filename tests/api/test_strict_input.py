@@ -39,6 +39,7 @@ AGENT_MAIL_FIELDS = (
     "from_session_id",
     "relay",
     "relay_key",
+    "type",
 )
 HEARTBEAT_FIELDS = (
     "status",

@@ -96,7 +96,7 @@ async def send_mail(
             relay=body.relay,
             relay_key=body.relay_key,
             from_session_id=str(body.from_session_id) if body.from_session_id else None,
-            type_="relay" if body.relay else "message",
+            type_="failure" if body.type == "failure" else "relay" if body.relay else "message",
             attachment_ids=[str(i) for i in body.attachment_ids],
             recipients=recipients,
         )

@@ -67,6 +67,8 @@ class AgentMailCreate(StrictBody):
     from_session_id: Id | None = None
     relay: bool = False
     relay_key: str | None = None
+    #: "failure": a bridge reports a turn that could not run (never starts a turn itself).
+    type: Literal["message", "failure"] = "message"
 
 
 class MarkRead(StrictBody):

@@ -1,9 +1,10 @@
 """``agentmail hook <platform>``: answer an agent platform's tool-permission hook.
 
 Reads the platform's JSON on stdin, prints exactly the JSON that platform
-accepts and exits 0. Bad input or any failure prints a deny. Only if even
-printing fails does it exit 2, which blocks the tool in every supported
-platform — a plain crash (exit 1) would let Claude Code run the tool.
+accepts and exits 0 (the generic hook: 2 on a deny). Bad input or any failure
+prints a deny. Only if even printing fails does it exit 2, which blocks the
+tool in every supported platform — a plain crash (exit 1) would let Claude
+Code run the tool.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import click
 
 from mailui4agents.hooks import PLATFORMS, Platform
-from mailui4agents.hooks.runner import answer
+from mailui4agents.hooks.runner import answer_and_exit
 
 BLOCKING_EXIT = 2
 
@@ -34,7 +35,7 @@ def hook() -> None:
 
 def _run(platform: Platform) -> None:
     try:
-        text = answer(platform, sys.stdin.buffer.read(), os.environ)
+        text, status = answer_and_exit(platform, sys.stdin.buffer.read(), os.environ)
         if text:
             sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -44,7 +45,7 @@ def _run(platform: Platform) -> None:
     except BaseException as exc:  # printing failed: block with the exit code instead
         sys.stderr.write(f"agentmail hook {platform.name} failed: {exc!r}; blocking\n")
         raise SystemExit(BLOCKING_EXIT) from None
-    raise SystemExit(0)
+    raise SystemExit(status)
 
 
 def _command(platform: Platform, summary: str, settings: str) -> click.Command:
@@ -83,5 +84,14 @@ hook.add_command(
         "In ~/.gemini/settings.json (timeout in milliseconds):\n"
         '{"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [{"name": "agentmail",\n'
         '  "type": "command", "command": "agentmail hook gemini", "timeout": 60000}]}]}}',
+    )
+)
+hook.add_command(
+    _command(
+        PLATFORMS["generic"],
+        "Generic hook for any headless agent: stdin {tool_name, tool_input, tool_use_id?}, "
+        'stdout {"decision":"allow"|"deny","reason":...}; exit 0 allow, 2 deny.',
+        "Call it from your agent before each guarded tool call, with AGENTMAIL_SESSION_ID\n"
+        "set (the bridge sets it for every mail-driven turn).",
     )
 )

@@ -42,6 +42,7 @@ COMMANDS = {
     "install-hook": "mailui4agents.cli.install:install_hook",
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",
     "install-mcp": "mailui4agents.cli.install_mcp:install_mcp",
+    "bridge": "mailui4agents.cli.bridge:bridge",
 }
 
 

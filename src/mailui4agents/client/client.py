@@ -145,9 +145,13 @@ class AsyncClient:
         relay: bool | None = None,
         relay_key: str | None = None,
         from_session_id: str | None = None,
+        mail_type: str | None = None,
     ) -> MailOut | dict[str, Any]:
-        """Send a mail; returns the MailOut, or ``{"status": "duplicate_relay", ...}``."""
-        self._agent_only(relay=relay, relay_key=relay_key, from_session_id=from_session_id)
+        """Send a mail; returns the MailOut, or ``{"status": "duplicate_relay", ...}``.
+        ``mail_type="failure"`` (agents) marks a bridge's failure notice."""
+        self._agent_only(
+            relay=relay, relay_key=relay_key, from_session_id=from_session_id, mail_type=mail_type
+        )
         payload = _without_none(
             to=to,
             cc=cc,
@@ -159,6 +163,7 @@ class AsyncClient:
             relay=relay,
             relay_key=relay_key,
             from_session_id=from_session_id,
+            type=mail_type,
         )
         path = "/agent/mail" if self.config.is_agent else "/mail"
         data = await self._call("POST", path, json=payload)

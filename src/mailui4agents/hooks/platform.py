@@ -32,6 +32,8 @@ class Platform:
     default_timeout_s: float
     parse: Callable[[str, Mapping[str, str]], ToolCall]
     render: Callable[[HookDecision], str]
+    #: The exit status for a decision (platforms that read it, like the generic hook).
+    exit_code: Callable[[HookDecision], int] = lambda _decision: 0
 
 
 def load_object(text: str) -> dict[str, Any]:

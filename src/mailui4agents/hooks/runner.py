@@ -12,7 +12,13 @@ from mailui4agents.hooks.types import HookDecision, HookSettings, deny
 def answer(platform: Platform, stdin: bytes, env: Mapping[str, str]) -> str:
     """The text to print for one hook call; never raises for bad input or a
     failing gateway (both deny)."""
-    return platform.render(decision_for(platform, stdin, env))
+    return answer_and_exit(platform, stdin, env)[0]
+
+
+def answer_and_exit(platform: Platform, stdin: bytes, env: Mapping[str, str]) -> tuple[str, int]:
+    """The text to print and the exit status for one hook call."""
+    decision = decision_for(platform, stdin, env)
+    return platform.render(decision), platform.exit_code(decision)
 
 
 def decision_for(platform: Platform, stdin: bytes, env: Mapping[str, str]) -> HookDecision:

@@ -23,6 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from mailui4agents.client import ApiError, AsyncClient
 from mailui4agents.hooks.outcomes import duplicate, from_decision, from_error
+from mailui4agents.hooks.parking import parked
 from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall, deny
 
 # How long opening the event stream may take before the gateway counts as unavailable.
@@ -112,9 +113,11 @@ async def _round_trip(
         return duplicate()
     if created.get("status") != "pending":  # decided at once (a standing grant)
         return from_decision(created, timeout_s=timeout_s)
-    return await _wait_decision(
-        gateway, receive, str(created["id"]), key, deadline, timeout_s, mail_driven
-    )
+    request_id = str(created["id"])
+    async with parked(settings.env, request_id):  # the bridge pauses this turn's clock
+        return await _wait_decision(
+            gateway, receive, request_id, key, deadline, timeout_s, mail_driven
+        )
 
 
 async def _wait_connected(

@@ -1,0 +1,42 @@
+"""Which mails start a turn, and when the turn's final text goes back (SPEC: replies).
+
+One place for the rule, used by the bridge when it relays and by the prompt
+when it tells the model what will happen to its answer.
+"""
+
+from __future__ import annotations
+
+from mailui4agents.domain.relay_keys import clamp_relay_key
+
+#: Mail types that never start a turn: receipts and our own kind of notices.
+#: A ``permission_decision`` mail is a receipt of a decision the waiting turn has
+#: already received; a ``failure`` mail answered with a turn could loop between
+#: two bridges; requests go to humans, never to agents.
+NO_TURN_TYPES = frozenset({"permission_decision", "permission_request", "failure"})
+
+
+def starts_turn(mail_type: str | None) -> bool:
+    """True for mail the model should work on (messages, relays, calendar mail, ...)."""
+    return mail_type not in NO_TURN_TYPES
+
+
+def auto_relay_applies(*, from_human: bool | None, model_sent_mail: bool) -> bool:
+    """The final text goes back as a relay only to a human, and only when the model
+    did not already send mail itself in the turn (no double answers). A missing
+    ``from_human`` counts as an agent: agents that auto-reply thank each other forever."""
+    return from_human is True and not model_sent_mail
+
+
+def relay_key(agent: str, mail_id: str) -> str:
+    """The same for every attempt at one mail, so a retried turn cannot post twice."""
+    return clamp_relay_key(f"bridge:{agent}:reply:{mail_id}")
+
+
+def failure_key(agent: str, mail_id: str, kind: str) -> str:
+    """One failure notice per mail and cause, however often the bridge retries."""
+    return clamp_relay_key(f"bridge:{agent}:failure:{kind}:{mail_id}")
+
+
+def reply_subject(subject: str) -> str:
+    """``Re: subject`` without stacking prefixes."""
+    return subject if subject.lower().startswith("re:") else f"Re: {subject}"

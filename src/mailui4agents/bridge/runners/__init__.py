@@ -1,0 +1,23 @@
+"""Runner adapters, one module per agent CLI (see :mod:`.base` for the interface)."""
+
+from __future__ import annotations
+
+from mailui4agents.bridge.runners.base import Runner
+
+#: The --runner values this bridge knows.
+KINDS = ("claude-code", "command")
+
+
+def make_runner(kind: str, command: list[str], options: dict[str, str]) -> Runner:
+    """The runner for ``--runner KIND`` (``command``: the program after ``--``)."""
+    if kind == "command":
+        from mailui4agents.bridge.runners.command import CommandRunner
+
+        return CommandRunner(command, options)
+    if command:
+        raise ValueError(f"the {kind} runner takes no command after --")
+    if kind == "claude-code":
+        from mailui4agents.bridge.runners.claude_code import ClaudeCodeRunner
+
+        return ClaudeCodeRunner(options)
+    raise ValueError(f"unknown runner {kind!r}; known: {', '.join(KINDS)}")

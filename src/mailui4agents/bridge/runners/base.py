@@ -1,0 +1,139 @@
+"""The one small interface every runner implements (docs/bridge.md, "Runners").
+
+A runner knows one agent CLI: how to start a headless turn for a mode (command
+line, environment, stdin), how to read its output stream into common
+:data:`TurnEvent` values, which enforcement each mode really has, and where
+the platform keeps its own sessions (for adoption).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mailui4agents.domain.modes import Enforcement, Mode
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What a runner needs to start one turn."""
+
+    agent: str
+    mail_id: str
+    session_id: str
+    mode: Mode
+    workspace: Path
+    platform_session_id: str | None  # None on the first turn of a mail session
+    prompt: str
+    base_env: dict[str, str]  # the environment every runner passes (API: Bridge)
+    turn_dir: Path  # private scratch folder of this turn (config files live here)
+    hook_timeout_s: float
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start the CLI for one turn."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stdin: bytes = b""
+
+
+@dataclass(frozen=True)
+class SessionStarted:
+    """The platform's session id for this turn (stored for the next one)."""
+
+    id: str
+
+
+@dataclass(frozen=True)
+class Text:
+    """Text the model said; appended to the final answer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class FinalText:
+    """The platform's own final answer; replaces what was appended so far."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Denied:
+    """A tool call that was refused (read from the stream: the exit code stays 0)."""
+
+    tool: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MailSent:
+    """The model sent mail itself during the turn (so: no automatic relay)."""
+
+    tool: str
+
+
+@dataclass(frozen=True)
+class TurnError:
+    """The turn failed; ``message`` is what the platform said."""
+
+    message: str
+
+
+TurnEvent = SessionStarted | Text | FinalText | Denied | MailSent | TurnError
+
+
+class StreamParser(ABC):
+    """Reads one turn's stdout, line by line."""
+
+    @abstractmethod
+    def feed(self, line: str) -> list[TurnEvent]:
+        """Events for one line of stdout (without its newline)."""
+
+    def finish(self) -> list[TurnEvent]:
+        """Events once stdout has ended (plain-text runners answer here)."""
+        return []
+
+
+class Runner(ABC):
+    """One agent CLI."""
+
+    name: str = ""  # the --runner value
+    platform: str = ""  # reported in the heartbeat
+
+    @abstractmethod
+    def enforcement(self, mode: Mode) -> Enforcement:
+        """How much this runner really guarantees in ``mode`` (unknown: advisory)."""
+
+    @property
+    def mode_enforcement(self) -> Enforcement:
+        """The one value the heartbeat reports: the runner's guarantee in workspace mode."""
+        return self.enforcement("workspace")
+
+    @abstractmethod
+    def missing(self) -> str | None:
+        """Why the CLI cannot be started (not installed), or None."""
+
+    @abstractmethod
+    def version(self) -> str | None:
+        """The CLI's version, when it can tell."""
+
+    @abstractmethod
+    def launch(self, ctx: TurnContext) -> Launch:
+        """The command line, environment and stdin of one turn."""
+
+    @abstractmethod
+    def parser(self) -> StreamParser:
+        """A fresh parser for one turn's output."""
+
+    def recent_sessions(self, workspaces: list[str]) -> list[dict[str, Any]]:
+        """The platform's own recent sessions in these workspaces (heartbeat, adoption)."""
+        return []
+
+    def describe_defaults(self) -> str:
+        """One log line saying which defaults this runner uses (model and the like)."""
+        return f"runner {self.name}: no defaults to report"

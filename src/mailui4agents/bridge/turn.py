@@ -1,0 +1,437 @@
+"""One mail, one turn: from the mail to the answer or the failure mail.
+
+:class:`TurnHandler.handle` is what the pool runs for each mail. The order:
+ledger check (completed → never again) → read the whole mail in its session
+scope → refuse what cannot run (no workspace here, CLI missing, too many
+attempts) → record ``delivered`` → prompt → run the CLI → store the platform
+session id → relay the final text (to a human, when the model did not mail
+by itself) or mail the failure → record ``completed`` → mark the mail read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from mailui4agents.bridge import failures, replies
+from mailui4agents.bridge.activity import Activity, Board
+from mailui4agents.bridge.failures import Failure
+from mailui4agents.bridge.ledger import Ledger
+from mailui4agents.bridge.park import ParkServer, ParkState
+from mailui4agents.bridge.pool import Slot
+from mailui4agents.bridge.process import ProcessResult, run_process
+from mailui4agents.bridge.prompt import Attachment, PromptInput, PromptMail, Situation, build_prompt
+from mailui4agents.bridge.runners.base import (
+    FinalText,
+    MailSent,
+    Runner,
+    SessionStarted,
+    Text,
+    TurnContext,
+    TurnError,
+    TurnEvent,
+)
+from mailui4agents.bridge.session_map import SessionMap
+from mailui4agents.client import ApiError, AsyncClient, MailOut
+from mailui4agents.domain.modes import mode_for_deciding
+
+logger = logging.getLogger(__name__)
+
+MAX_REPLY_CHARS = 200_000
+#: Environment a turn must not inherit: a person's token, or the interactive hook's owner.
+NOT_INHERITED = ("AGENTMAIL_TOKEN", "AGENTMAIL_OWNER", "AGENTMAIL_HOOK_TIMEOUT")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One mail to handle. ``backlog``: found by the start-up catch-up."""
+
+    mail_id: str
+    session_id: str
+    backlog: bool = False
+
+
+@dataclass
+class TurnSettings:
+    agent: str
+    url: str
+    key: str
+    state_dir: Path
+    turn_timeout_s: float = 1800.0
+    hook_timeout_s: float = 540.0
+    max_attempts: int = 3
+    retry_delays_s: tuple[float, ...] = (5.0, 30.0, 120.0)
+
+
+def is_folder(path: Path) -> bool:
+    """An absolute path to an existing folder on this machine (a quick stat)."""
+    return path.is_absolute() and path.is_dir()
+
+
+def name_of(address: str) -> str:
+    return address.split("@", 1)[0]
+
+
+class TurnHandler:
+    """Runs jobs; shared by every turn of one bridge."""
+
+    def __init__(
+        self,
+        settings: TurnSettings,
+        runner: Runner,
+        client: AsyncClient,
+        ledger: Ledger,
+        sessions: SessionMap,
+        park: ParkServer,
+        board: Board,
+    ) -> None:
+        self.s = settings
+        self.runner = runner
+        self.client = client
+        self.ledger = ledger
+        self.sessions = sessions
+        self.park = park
+        self.board = board
+        #: Per session: ids of the agent's own (non-relay) mail seen after a turn.
+        self._own_seen: dict[str, set[str]] = {}
+
+    # -- the pool's entry point ---------------------------------------------------------
+
+    async def handle(self, job: Job, slot: Slot) -> None:
+        try:
+            await self._handle(job, slot)
+        finally:
+            if self.board.sessions.get(job.session_id, Activity("", "")).state != "failed":
+                self.board.clear(job.session_id)
+
+    async def _handle(self, job: Job, slot: Slot) -> None:
+        while await self._attempt(job, slot):
+            pass  # a failure worth retrying: _attempt waited out the backoff
+
+    async def _attempt(self, job: Job, slot: Slot) -> bool:
+        """One attempt at the mail; True when it should be tried again."""
+        if self.ledger.is_completed(job.mail_id):
+            await self._mark_read(job)
+            return False
+        try:
+            mail = await self.client.read_mail(job.mail_id, session_id=job.session_id, body_limit=0)
+        except ApiError as exc:
+            if exc.permanent:
+                logger.warning("mail %s cannot be read (%s): dropped", job.mail_id, exc)
+                self.ledger.completed(job.mail_id, f"unreadable: {exc.status}")
+                return False
+            raise
+        if not replies.starts_turn(mail.type):
+            self.ledger.completed(job.mail_id, "no_turn")
+            await self._mark_read(job)
+            return False
+        entry = self.ledger.get(job.mail_id)
+        if entry.attempts >= self.s.max_attempts:
+            await self._fail(
+                mail,
+                Failure("gave_up", f"{entry.attempts} attempts, the last: {entry.outcome}"),
+            )
+            return False
+        workspace = Path(mail.workspace or "")
+        if not mail.workspace or not is_folder(workspace):
+            where = mail.workspace or "(none)"
+            await self._fail(
+                mail, Failure("workspace_missing", f"workspace {where} is not a folder here")
+            )
+            return False
+        missing = self.runner.missing()
+        if missing is not None:
+            await self._fail(mail, Failure("cli_missing", missing))
+            return False
+        situation = await self._situation(job, mail)
+        self.ledger.delivered(job.mail_id, job.session_id)
+        result, platform_id = await self._run(job, slot, mail, workspace, situation)
+        return await self._settle(job, mail, result, platform_id)
+
+    # -- parts ---------------------------------------------------------------------------
+
+    async def _situation(self, job: Job, mail: MailOut) -> Situation:
+        if self.ledger.was_interrupted(job.mail_id):
+            return Situation.INTERRUPTED
+        if mail.parent_mail_id and await self._is_own(mail.parent_mail_id, job.session_id):
+            return Situation.REPLY_TO_OWN
+        if job.backlog:
+            return Situation.BACKLOG
+        if self._platform_session(mail) is not None or any(
+            e.session_id == job.session_id and e.completed for e in self.ledger.entries.values()
+        ):
+            return Situation.CONTINUING
+        return Situation.NEW_TASK
+
+    async def _is_own(self, mail_id: str, session_id: str) -> bool:
+        try:
+            parent = await self.client.read_mail(mail_id, session_id=session_id, body_limit=1)
+        except ApiError:
+            return False
+        return name_of(parent.from_) == self.s.agent
+
+    def _platform_session(self, mail: MailOut) -> str | None:
+        known = self.sessions.get(mail.session_id)
+        if known:
+            return known
+        adopted = (mail.model_extra or {}).get("platform_session_id")
+        if isinstance(adopted, str) and adopted:
+            prefix = f"{self.runner.platform}:"
+            return adopted[len(prefix) :] if adopted.startswith(prefix) else adopted
+        return None
+
+    async def _run(
+        self, job: Job, slot: Slot, mail: MailOut, workspace: Path, situation: Situation
+    ) -> tuple[ProcessResult, str | None]:
+        extra = mail.model_extra or {}
+        mode = mode_for_deciding(extra.get("permission_mode"))
+        platform_id = self._platform_session(mail)
+        prompt = build_prompt(
+            PromptInput(
+                mail=prompt_mail(mail, str(workspace)),
+                situation=situation,
+                mode=mode,
+                enforcement=self.runner.enforcement(mode),
+                agent=self.s.agent,
+            )
+        )
+        token = secrets.token_hex(16)
+        turn_dir = self.s.state_dir / "turns" / token
+        turn_dir.mkdir(parents=True, mode=0o700)
+        env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+        env.update(
+            AGENTMAIL_URL=self.s.url,
+            AGENTMAIL_KEY=self.s.key,
+            AGENTMAIL_AGENT=self.s.agent,
+            AGENTMAIL_SESSION_ID=job.session_id,
+            AGENTMAIL_MAIL_ID=job.mail_id,
+            AGENTMAIL_PERMISSION_MODE=mode,
+            AGENTMAIL_PLATFORM_SESSION_ID=platform_id or "",
+            AGENTMAIL_HOOK_TIMEOUT=f"{self.s.hook_timeout_s:g}",
+            AGENTMAIL_BRIDGE_SOCKET=str(self.park.path),
+            AGENTMAIL_BRIDGE_TURN=token,
+        )
+        ctx = TurnContext(
+            agent=self.s.agent,
+            mail_id=job.mail_id,
+            session_id=job.session_id,
+            mode=mode,
+            workspace=workspace,
+            platform_session_id=platform_id,
+            prompt=prompt,
+            base_env=env,
+            turn_dir=turn_dir,
+            hook_timeout_s=self.s.hook_timeout_s,
+        )
+        running = Activity("running", job.mail_id)
+        self.board.set(job.session_id, running)
+
+        def parked(state: ParkState) -> None:
+            if state.parked:
+                slot.park()
+                self.board.set(
+                    job.session_id, Activity("parked", job.mail_id, request_id=state.request_id)
+                )
+            else:
+                slot.unpark()
+                self.board.set(job.session_id, Activity("running", job.mail_id))
+
+        def seen(event: TurnEvent) -> None:
+            if isinstance(event, SessionStarted):
+                self.sessions.set(job.session_id, event.id)
+
+        park = ParkState(on_change=parked)
+        self.park.turns[token] = park
+        try:
+            launch = self.runner.launch(ctx)
+            logger.info(
+                "turn for mail %s (session %s, %s, mode %s, %s)",
+                job.mail_id, job.session_id, situation.value, mode,
+                f"resuming {platform_id}" if platform_id else "new platform session",
+            )  # fmt: skip
+            result = await run_process(
+                launch,
+                workspace,
+                self.runner.parser(),
+                timeout_s=self.s.turn_timeout_s,
+                park=park,
+                on_event=seen,
+                on_spawn=lambda pid: self.ledger.started(job.mail_id, pid, _ticks(pid)),
+            )
+        finally:
+            self.park.turns.pop(token, None)
+            if park.parked:
+                slot.unpark()
+            shutil.rmtree(turn_dir, ignore_errors=True)
+        return result, platform_id
+
+    async def _settle(
+        self, job: Job, mail: MailOut, result: ProcessResult, platform_id: str | None
+    ) -> bool:
+        failure = turn_failure(result, resumed=platform_id is not None, runner=self.runner)
+        if failure is not None:
+            if failure.permanent or self.ledger.get(job.mail_id).attempts >= self.s.max_attempts:
+                if not failure.permanent:
+                    failure = Failure("gave_up", failure.detail)
+                await self._fail(mail, failure)
+                return False
+            self.ledger.failed(job.mail_id, f"{failure.kind}: {failure.detail[:200]}")
+            attempts = self.ledger.get(job.mail_id).attempts
+            delay = self.s.retry_delays_s[min(attempts - 1, len(self.s.retry_delays_s) - 1)]
+            logger.warning(
+                "turn for mail %s failed (%s); retrying in %g s", job.mail_id, failure.kind, delay
+            )
+            self.board.set(
+                job.session_id, Activity("failed", job.mail_id, reason=failure.detail[:200])
+            )
+            await anyio.sleep(delay)
+            return True
+        text = final_text(result.events)
+        sent = any(isinstance(e, MailSent) for e in result.events)
+        if mail.from_human and not sent:
+            sent = await self._model_mailed(mail)
+        if replies.auto_relay_applies(from_human=mail.from_human, model_sent_mail=sent):
+            await self._relay(mail, text)
+            outcome = "answered"
+        else:
+            outcome = "mailed_itself" if sent else "no_relay"
+        self.ledger.completed(job.mail_id, outcome)
+        await self._mark_read(job)
+        return False
+
+    async def _model_mailed(self, mail: MailOut) -> bool:
+        """Did the model send mail into this session itself during the turn?"""
+        try:
+            thread = await self.client.thread(mail.id, session_id=mail.session_id)
+        except ApiError as exc:
+            logger.warning("could not read the thread of %s (%s)", mail.id, exc)
+            return False
+        own = {
+            m.id
+            for m in thread.items
+            if name_of(m.from_) == self.s.agent
+            and not m.relay
+            and m.type == "message"
+            and m.created_at >= mail.created_at
+        }
+        before = self._own_seen.get(mail.session_id, set())
+        self._own_seen[mail.session_id] = before | own
+        return bool(own - before)
+
+    async def _relay(self, mail: MailOut, text: str) -> None:
+        body = text.strip() or "(The agent finished this turn without a written answer.)"
+        if len(body) > MAX_REPLY_CHARS:
+            body = body[:MAX_REPLY_CHARS] + "\n\n[answer cut: too long]"
+        await self._send(
+            mail,
+            subject=replies.reply_subject(mail.subject),
+            body=body,
+            key=replies.relay_key(self.s.agent, mail.id),
+            mail_type=None,
+        )
+
+    async def _fail(self, mail: MailOut, failure: Failure) -> None:
+        """Mail the sender why the turn could not run, and finish the mail."""
+        logger.warning("mail %s: %s (%s)", mail.id, failure.kind, failure.detail[:300])
+        self.board.set(
+            mail.session_id, Activity("failed", mail.id, reason=f"{failure.kind}: {failure.detail}")
+        )
+        await self._send(
+            mail,
+            subject=failures.failure_subject(failure.kind, mail.subject),
+            body=failures.failure_body(failure, agent=self.s.agent, subject=mail.subject),
+            key=replies.failure_key(self.s.agent, mail.id, failure.kind),
+            mail_type="failure",
+        )
+        self.ledger.completed(mail.id, f"failed: {failure.kind}")
+        await self._mark_read(Job(mail.id, mail.session_id))
+
+    async def _send(
+        self, mail: MailOut, *, subject: str, body: str, key: str, mail_type: str | None
+    ) -> None:
+        to = mail.reply_address or mail.from_
+        for delay in (*self.s.retry_delays_s[:2], None):
+            try:
+                await self.client.send_mail(
+                    [to],
+                    subject,
+                    body,
+                    parent_mail_id=mail.id,
+                    relay=True,
+                    relay_key=key,
+                    from_session_id=mail.session_id,
+                    mail_type=mail_type,
+                )
+                return
+            except ApiError as exc:
+                if exc.permanent or delay is None:
+                    logger.error("could not send the reply to mail %s: %s", mail.id, exc)
+                    return
+                await anyio.sleep(delay)
+
+    async def _mark_read(self, job: Job) -> None:
+        try:
+            await self.client.mark_read(session_id=job.session_id, mail_ids=[job.mail_id])
+        except ApiError as exc:
+            logger.warning("could not mark mail %s read: %s", job.mail_id, exc)
+
+
+def _ticks(pid: int) -> int | None:
+    from mailui4agents.bridge.process import start_ticks
+
+    return start_ticks(pid)
+
+
+def prompt_mail(mail: MailOut, workspace: str) -> PromptMail:
+    return PromptMail(
+        mail_id=mail.id,
+        session_id=mail.session_id,
+        session_alias=mail.session_alias,
+        workspace=workspace,
+        sender=mail.from_,
+        from_human=mail.from_human is True,
+        to=tuple(mail.to),
+        cc=tuple(mail.cc),
+        subject=mail.subject,
+        body=mail.body,
+        created_at=mail.created_at.isoformat().replace("+00:00", "Z"),
+        reply_address=mail.reply_address,
+        self_address=mail.self_address,
+        attachments=tuple(
+            Attachment(a.attachment_id, a.name, a.size, a.content_type) for a in mail.attachments
+        ),
+        in_reply_to=mail.parent_mail_id,
+    )
+
+
+def final_text(events: list[TurnEvent]) -> str:
+    """The platform's final answer, else every text the model said."""
+    texts: list[str] = []
+    for event in events:
+        if isinstance(event, FinalText):
+            texts = [event.text]
+        elif isinstance(event, Text):
+            texts.append(event.text)
+    return "\n".join(texts)
+
+
+def turn_failure(result: ProcessResult, *, resumed: bool, runner: Runner) -> Failure | None:
+    """Why the turn failed, or None when it completed."""
+    if result.spawn_error is not None:
+        return Failure("cli_missing", result.spawn_error)
+    if result.timed_out:
+        return Failure(
+            "timeout", f"stopped after the turn timeout; last stderr:\n{result.stderr_tail}"
+        )
+    errors = [e.message for e in result.events if isinstance(e, TurnError)]
+    if not errors and result.returncode == 0:
+        return None
+    status = f"{runner.name} exited with status {result.returncode}"
+    detail = "\n".join([*errors, status, result.stderr_tail]).strip()
+    return failures.classify(detail, resumed=resumed)

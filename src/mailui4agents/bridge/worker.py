@@ -1,0 +1,219 @@
+"""The bridge's life: stream, catch-up, pool, heartbeat, shutdown (docs/bridge.md).
+
+Start-up: stop turn processes left over by a previous life that died (the
+ledger knows their process groups), open the agent's event stream FIRST, and
+only once the gateway has accepted it list the unread inbox (unscoped: a
+catch-up sees only mail addressed to the agent) — so nothing that arrives in
+between can be missed; duplicates are dropped by mail id. Mail the ledger
+holds as delivered-but-not-completed is queued again too (it is redelivered
+with the "interrupted" headline).
+
+Shutdown (SIGTERM/SIGINT, or cancellation): running turns are stopped — their
+process groups killed, never orphaned — and, not being completed, they are
+redelivered on the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mailui4agents.bridge import replies
+from mailui4agents.bridge.activity import Activity, Board
+from mailui4agents.bridge.ledger import Ledger
+from mailui4agents.bridge.park import ParkServer
+from mailui4agents.bridge.pool import Pool
+from mailui4agents.bridge.process import kill_leftover
+from mailui4agents.bridge.runners.base import Runner
+from mailui4agents.bridge.session_map import SessionMap
+from mailui4agents.bridge.turn import Job, TurnHandler, TurnSettings
+from mailui4agents.client import ApiError, AsyncClient, ClientConfig
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_S = 30.0
+HEARTBEAT_DEBOUNCE_S = 0.2  # changes in one burst make one heartbeat
+
+
+@dataclass
+class BridgeConfig:
+    agent: str
+    runner: Runner
+    client: ClientConfig
+    state_dir: Path
+    concurrency: int = 4
+    turn_timeout_s: float = 1800.0
+    hook_timeout_s: float = 540.0
+    max_attempts: int = 3
+    retry_delays_s: tuple[float, ...] = (5.0, 30.0, 120.0)
+    heartbeat_s: float = HEARTBEAT_S
+    #: Set once the stream is open and the catch-up queued (tests and benchmarks wait on it).
+    ready: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Bridge:
+    def __init__(self, config: BridgeConfig) -> None:
+        self.config = config
+        self.ledger = Ledger.open(config.state_dir / "ledger.jsonl")
+        self.sessions = SessionMap.open(config.state_dir / "sessions.json")
+        self._dirty = anyio.Event()
+        self.board = Board(on_change=self._dirty.set)
+        self.workspaces: set[str] = set()
+        self.pool: Pool[Job] | None = None
+
+    async def run(self) -> None:
+        """Run until cancelled or signalled."""
+        cfg = self.config
+        if cfg.client.key is None:
+            raise ValueError("the bridge needs the agent's key (AGENTMAIL_KEY)")
+        logger.info("%s", cfg.runner.describe_defaults())
+        if self.ledger.skipped_lines:
+            logger.warning("ledger: skipped %d torn line(s)", self.ledger.skipped_lines)
+        self._stop_leftovers()
+        park = ParkServer()
+        try:
+            async with AsyncClient(cfg.client) as client, anyio.create_task_group() as tasks:
+                handler = TurnHandler(
+                    TurnSettings(
+                        agent=cfg.agent,
+                        url=cfg.client.url,
+                        key=cfg.client.key,
+                        state_dir=cfg.state_dir,
+                        turn_timeout_s=cfg.turn_timeout_s,
+                        hook_timeout_s=cfg.hook_timeout_s,
+                        max_attempts=cfg.max_attempts,
+                        retry_delays_s=cfg.retry_delays_s,
+                    ),
+                    cfg.runner,
+                    client,
+                    self.ledger,
+                    self.sessions,
+                    park,
+                    self.board,
+                )
+                pool: Pool[Job] = Pool(
+                    cfg.concurrency,
+                    handler.handle,
+                    key=lambda job: job.mail_id,
+                    on_change=self._dirty.set,
+                )
+                self.pool = pool
+                pool.attach(tasks)
+                await park.serve(tasks)
+                tasks.start_soon(self._signals, tasks.cancel_scope)
+                tasks.start_soon(self._heartbeats, client)
+                connected = anyio.Event()
+                tasks.start_soon(self._events, client, connected)
+                await connected.wait()
+                await self._catch_up(client)
+                cfg.ready.set()
+                logger.info("bridge ready: stream open, %d mail queued", pool.queued)
+        finally:
+            park.close()
+
+    def _stop_leftovers(self) -> None:
+        for entry in self.ledger.unfinished():
+            if entry.pgid is not None and kill_leftover(entry.pgid, entry.start_ticks):
+                logger.warning(
+                    "stopped the process group %s left over from an interrupted turn (mail %s)",
+                    entry.pgid,
+                    entry.mail_id,
+                )
+
+    async def _signals(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                logger.info("got %s: stopping running turns", signal.Signals(signum).name)
+                scope.cancel()
+                return
+
+    def _submit(self, job: Job) -> None:
+        assert self.pool is not None
+        if self.ledger.is_completed(job.mail_id):
+            return
+        if self.pool.submit(job.session_id, job):
+            self.board.sessions.setdefault(job.session_id, Activity("queued", job.mail_id))
+            self._dirty.set()
+
+    async def _events(self, client: AsyncClient, connected: anyio.Event) -> None:
+        async with aclosing(client.events(on_connect=connected.set)) as events:
+            async for event in events:
+                if event.type != "new_mail":
+                    continue
+                data = event.new_mail()
+                if data.workspace:
+                    self.workspaces.add(data.workspace)
+                if not replies.starts_turn(data.type):
+                    await _mark_read(client, data.session_id, data.mail_id)
+                    continue
+                self._submit(Job(data.mail_id, data.session_id))
+
+    async def _catch_up(self, client: AsyncClient) -> None:
+        cursor: str | None = None
+        found: set[str] = set()
+        while True:
+            page = await client.inbox(status="unread", limit=500, cursor=cursor)
+            for item in page.items:
+                found.add(item.id)
+                if item.workspace:
+                    self.workspaces.add(item.workspace)
+                if not replies.starts_turn(item.type):
+                    await _mark_read(client, item.session_id, item.id)
+                    continue
+                self._submit(Job(item.id, item.session_id, backlog=True))
+            if not page.next_cursor:
+                break
+            cursor = page.next_cursor
+        # Interrupted mail that is no longer unread (the model may have marked it
+        # read itself) is redelivered all the same.
+        for entry in self.ledger.unfinished():
+            if entry.mail_id not in found and entry.session_id:
+                self._submit(Job(entry.mail_id, entry.session_id))
+
+    async def _heartbeats(self, client: AsyncClient) -> None:
+        runner = self.config.runner
+        version = await anyio.to_thread.run_sync(runner.version)
+        while True:
+            self._dirty = anyio.Event()
+            self.board.on_change = self._dirty.set
+            if self.pool is not None:
+                self.pool.on_change = self._dirty.set
+            try:
+                await client.heartbeat(**(await self._heartbeat_body(version)))
+            except ApiError as exc:
+                logger.warning("heartbeat failed: %s", exc)
+            with anyio.move_on_after(self.config.heartbeat_s):
+                await self._dirty.wait()
+                await anyio.sleep(HEARTBEAT_DEBOUNCE_S)
+
+    async def _heartbeat_body(self, version: str | None) -> dict[str, Any]:
+        runner = self.config.runner
+        known = {s for s in self.sessions.ids.values()}
+        recent = await anyio.to_thread.run_sync(runner.recent_sessions, sorted(self.workspaces))
+        pool = self.pool
+        return {
+            "status": "online",
+            "platform": runner.platform,
+            "version": version,
+            "mode_enforcement": runner.mode_enforcement,
+            "platform_sessions": [s for s in recent if s["platform_id"] not in known],
+            "pending": {
+                "queued": pool.queued if pool else 0,
+                "running": pool.running if pool else 0,
+                "parked": pool.parked if pool else 0,
+                "sessions": self.board.snapshot(),
+            },
+        }
+
+
+async def _mark_read(client: AsyncClient, session_id: str, mail_id: str) -> None:
+    try:
+        await client.mark_read(session_id=session_id, mail_ids=[mail_id])
+    except ApiError as exc:
+        logger.warning("could not mark mail %s read: %s", mail_id, exc)

@@ -1,0 +1,170 @@
+"""``agentmail bridge``: turn mail into headless agent turns (docs/bridge.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import click
+
+from mailui4agents.cli.common import describe, fail, load_config
+
+HELP = """Run an agent CLI for each mail the agent NAME receives.
+
+Holds the agent's event stream, catches up on unread mail at start, and for
+each new mail runs one headless turn of the agent CLI in the session's
+workspace (cwd = the workspace; a workspace that does not exist on this
+machine is refused and the sender is told). The model's final text goes back
+as a reply when a human wrote and the model did not mail by itself; an agent's
+mail gets no automatic reply. Every later mail of a mail session resumes the
+same platform session. When a turn cannot run — CLI missing, not logged in or
+bad key, out of credit or quota, no model, timed out, resumed session failed —
+the sender gets a failure mail that says what to do.
+
+\b
+Runners:
+  claude-code  Claude Code (`claude -p`): --permission-mode on every turn
+               (plan → its own plan mode), a PreToolUse hook asking by mail,
+               the agentmail MCP tools. --runner-arg bin=PATH, model=NAME.
+  command      Any headless agent: `--runner command -- CMD ARGS...`. The
+               prompt goes to stdin; stdout is plain text (the answer) or JSON
+               lines {"type":"session"|"text"|"error",...}; exit 0 = done.
+               Approvals: the command calls `agentmail hook generic`.
+               --runner-arg enforcement=native|partial|advisory (default
+               advisory), platform=NAME, version=V.
+
+\b
+Ordering and limits: one mail session runs strictly in order; different
+sessions run in parallel up to --concurrency; a full pool queues, never drops.
+A turn waiting for a human's decision does not count toward --concurrency, and
+its --turn-timeout pauses while it waits. On timeout the turn's whole process
+group gets SIGTERM, then SIGKILL. SIGTERM/SIGINT stop running turns; they are
+delivered again (marked as interrupted) on the next start.
+
+\b
+State (--state-dir, default $XDG_STATE_HOME/agentmail/bridge-NAME):
+  ledger.jsonl   delivered/completed per mail (fsync per line)
+  sessions.json  mail session -> platform session
+
+\b
+Environment: AGENTMAIL_URL, AGENTMAIL_KEY (the agent's key). Each turn gets
+AGENTMAIL_URL, AGENTMAIL_KEY, AGENTMAIL_AGENT, AGENTMAIL_SESSION_ID,
+AGENTMAIL_MAIL_ID, AGENTMAIL_PERMISSION_MODE, AGENTMAIL_PLATFORM_SESSION_ID.
+A heartbeat every 30 s (and on every change) reports the runner, its version
+and enforcement, what each session is doing, and the platform's own recent
+sessions (so people can adopt them).
+"""
+
+
+def default_state_dir(agent: str) -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "agentmail" / f"bridge-{agent}"
+
+
+def _options(pairs: tuple[str, ...]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--runner-arg")
+        options[name] = value
+    return options
+
+
+@click.command("bridge", help=HELP, context_settings={"max_content_width": 100})
+@click.option("--agent", "agent", required=True, help="The agent's name (its key must match).")
+@click.option(
+    "--runner",
+    "kind",
+    required=True,
+    type=click.Choice(["claude-code", "command"]),
+    help="Which agent CLI runs the turns.",
+)
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--turn-timeout",
+    default=1800.0,
+    show_default=True,
+    type=click.FloatRange(1, 7 * 86400),
+    help="Seconds a turn may run (not counting time parked on a human).",
+)
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--runner-arg", "runner_args", multiple=True, metavar="KEY=VALUE")
+@click.option(
+    "--hook-timeout",
+    default=540.0,
+    show_default=True,
+    type=click.FloatRange(1, 86400),
+    help="Seconds a turn's hook waits for a human before denying with 'timed out'.",
+)
+@click.option(
+    "--max-attempts",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1, 20),
+    help="Attempts at one mail before giving up with a failure mail.",
+)
+@click.option(
+    "--retry-delay",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600),
+    help="Seconds before the first retry of a failed turn (then 6x, 24x).",
+)
+@click.option("--log-level", default="info", show_default=True)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def bridge(
+    agent: str,
+    kind: str,
+    concurrency: int,
+    turn_timeout: float,
+    state_dir: Path | None,
+    runner_args: tuple[str, ...],
+    hook_timeout: float,
+    max_attempts: int,
+    retry_delay: float,
+    log_level: str,
+    command: tuple[str, ...],
+) -> None:
+    from mailui4agents.bridge.runners import make_runner
+    from mailui4agents.bridge.worker import Bridge, BridgeConfig
+    from mailui4agents.client import ApiError
+
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        runner = make_runner(kind, list(command), _options(runner_args))
+    except ValueError as exc:
+        fail(str(exc))
+    config = load_config()
+    if config.key is None:
+        fail("the bridge speaks for an agent: set AGENTMAIL_KEY to the agent's key")
+    config = replace(config, agent_name=agent)
+    directory = state_dir or default_state_dir(agent)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    settings = BridgeConfig(
+        agent=agent,
+        runner=runner,
+        client=config,
+        state_dir=directory,
+        concurrency=concurrency,
+        turn_timeout_s=turn_timeout,
+        hook_timeout_s=hook_timeout,
+        max_attempts=max_attempts,
+        retry_delays_s=(retry_delay, retry_delay * 6, retry_delay * 24),
+    )
+    logging.getLogger(__name__).info(
+        "bridge for %s: runner %s, concurrency %d, turn timeout %g s, state %s",
+        agent, kind, concurrency, turn_timeout, directory,
+    )  # fmt: skip
+    try:
+        anyio.run(Bridge(settings).run)
+    except ApiError as exc:
+        fail(describe(exc))
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,58 @@
+"""One real gateway per test module; each test makes its own agent and bridges."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+from tests.bridge.harness import Agent, Human
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV)
+    gp = GatewayProcess(data_dir=tmp_path_factory.mktemp("gw") / "data", env=env)
+    gp.start()
+    try:
+        with httpx.Client(base_url=gp.url, timeout=30) as http:
+            r = http.post(
+                "/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
+            )
+            admin = r.json()["token"]
+            r = http.post(
+                "/api/v1/admin/users",
+                json={"username": "ana", "password": USER_PASSWORD},
+                headers={"Authorization": f"Bearer {admin}"},
+            )
+            assert r.status_code == 201, r.text
+        yield gp
+    finally:
+        gp.stop()
+
+
+@pytest.fixture
+async def human(gateway: GatewayProcess) -> AsyncIterator[Human]:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        r = await http.post(
+            "/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
+        )
+        admin = r.json()["token"]
+        r = await http.post(
+            "/api/v1/auth/login", json={"username": "ana", "password": USER_PASSWORD}
+        )
+        yield Human(http, r.json()["token"], admin)
+
+
+@pytest.fixture
+async def agent(human: Human, gateway: GatewayProcess, tmp_path: Path) -> AsyncIterator[Agent]:
+    a = await human.new_agent(tmp_path, gateway.url)
+    try:
+        yield a
+    finally:
+        for bridge in a.bridges:
+            bridge.kill()
