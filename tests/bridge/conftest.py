@@ -54,5 +54,6 @@ async def agent(human: Human, gateway: GatewayProcess, tmp_path: Path) -> AsyncI
     try:
         yield a
     finally:
-        for bridge in a.bridges:
+        for n, bridge in enumerate(a.bridges):
             bridge.kill()
+            (tmp_path / f"bridge-{n}.log").write_text(bridge.log)  # for a failing test

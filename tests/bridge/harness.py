@@ -142,6 +142,16 @@ class Agent:
             if r["event"] == "start" and (mail_id is None or r["mail_id"] == mail_id)
         ]
 
+    async def wait_ledger(self, text: str, deadline: float = WAIT_S) -> str:
+        """Poll the bridge's ledger (a file: no event to wait on) until it holds `text`."""
+        path = self.state_dir / "ledger.jsonl"
+        with anyio.fail_after(deadline):
+            while True:
+                content = path.read_text() if path.exists() else ""
+                if text in content:
+                    return content
+                await anyio.sleep(0.05)
+
     async def wait_record(self, check: Any, deadline: float = WAIT_S) -> list[dict[str, Any]]:
         """Poll the fake agent's log (a file: no event to wait on) until `check(records)`."""
         with anyio.fail_after(deadline):
@@ -174,7 +184,7 @@ class Human:
         )
         assert r.status_code == 201, r.text
         workspace = tmp / "work"
-        workspace.mkdir(exist_ok=True)
+        workspace.mkdir(parents=True, exist_ok=True)
         return Agent(
             name, r.json()["key"], workspace, tmp / "state", tmp / "agent.log",
             tmp / "fake-state", url,

@@ -119,20 +119,26 @@ class TurnHandler:
         if self.ledger.is_completed(job.mail_id):
             await self._mark_read(job)
             return False
+        entry = self.ledger.get(job.mail_id)
+        interrupted = self.ledger.was_interrupted(job.mail_id)
+        give_up = entry.attempts >= self.s.max_attempts
+        if not give_up:
+            # Before the read: reading marks the mail read, so a crash right after
+            # it must find the mail in the ledger or it would never come back.
+            self.ledger.delivered(job.mail_id, job.session_id)
         try:
             mail = await self.client.read_mail(job.mail_id, session_id=job.session_id, body_limit=0)
         except ApiError as exc:
-            if exc.permanent:
+            if exc.permanent or give_up:
                 logger.warning("mail %s cannot be read (%s): dropped", job.mail_id, exc)
                 self.ledger.completed(job.mail_id, f"unreadable: {exc.status}")
                 return False
-            raise
+            return await self._retry_later(job, f"the gateway: {exc}")
         if not replies.starts_turn(mail.type):
             self.ledger.completed(job.mail_id, "no_turn")
             await self._mark_read(job)
             return False
-        entry = self.ledger.get(job.mail_id)
-        if entry.attempts >= self.s.max_attempts:
+        if give_up:
             await self._fail(
                 mail,
                 Failure("gave_up", f"{entry.attempts} attempts, the last: {entry.outcome}"),
@@ -149,15 +155,25 @@ class TurnHandler:
         if missing is not None:
             await self._fail(mail, Failure("cli_missing", missing))
             return False
-        situation = await self._situation(job, mail)
-        self.ledger.delivered(job.mail_id, job.session_id)
+        situation = await self._situation(job, mail, interrupted)
         result, platform_id = await self._run(job, slot, mail, workspace, situation)
         return await self._settle(job, mail, result, platform_id)
 
+    async def _retry_later(self, job: Job, why: str) -> bool:
+        """Record a failed attempt and wait out its backoff; True: try again."""
+        self.ledger.failed(job.mail_id, why[:300])
+        attempts = self.ledger.get(job.mail_id).attempts
+        delay = self.s.retry_delays_s[min(attempts - 1, len(self.s.retry_delays_s) - 1)]
+        logger.warning("mail %s: attempt %d failed (%s); retrying in %g s",
+                       job.mail_id, attempts, why[:200], delay)  # fmt: skip
+        self.board.set(job.session_id, Activity("failed", job.mail_id, reason=why[:300]))
+        await anyio.sleep(delay)
+        return True
+
     # -- parts ---------------------------------------------------------------------------
 
-    async def _situation(self, job: Job, mail: MailOut) -> Situation:
-        if self.ledger.was_interrupted(job.mail_id):
+    async def _situation(self, job: Job, mail: MailOut, interrupted: bool) -> Situation:
+        if interrupted:
             return Situation.INTERRUPTED
         if mail.parent_mail_id and await self._is_own(mail.parent_mail_id, job.session_id):
             return Situation.REPLY_TO_OWN
@@ -274,24 +290,17 @@ class TurnHandler:
     async def _settle(
         self, job: Job, mail: MailOut, result: ProcessResult, platform_id: str | None
     ) -> bool:
-        failure = turn_failure(result, resumed=platform_id is not None, runner=self.runner)
+        # A retry resumes the session its own first attempt created: that is no
+        # failure to resume an earlier conversation.
+        resumed = platform_id is not None and self.ledger.get(job.mail_id).attempts == 1
+        failure = turn_failure(result, resumed=resumed, runner=self.runner)
         if failure is not None:
             if failure.permanent or self.ledger.get(job.mail_id).attempts >= self.s.max_attempts:
                 if not failure.permanent:
                     failure = Failure("gave_up", failure.detail)
                 await self._fail(mail, failure)
                 return False
-            self.ledger.failed(job.mail_id, f"{failure.kind}: {failure.detail[:200]}")
-            attempts = self.ledger.get(job.mail_id).attempts
-            delay = self.s.retry_delays_s[min(attempts - 1, len(self.s.retry_delays_s) - 1)]
-            logger.warning(
-                "turn for mail %s failed (%s); retrying in %g s", job.mail_id, failure.kind, delay
-            )
-            self.board.set(
-                job.session_id, Activity("failed", job.mail_id, reason=failure.detail[:200])
-            )
-            await anyio.sleep(delay)
-            return True
+            return await self._retry_later(job, f"{failure.kind}: {failure.detail}")
         text = final_text(result.events)
         sent = any(isinstance(e, MailSent) for e in result.events)
         if mail.from_human and not sent:

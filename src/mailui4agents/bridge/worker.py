@@ -155,12 +155,15 @@ class Bridge:
                 self._submit(Job(data.mail_id, data.session_id))
 
     async def _catch_up(self, client: AsyncClient) -> None:
+        # Interrupted mail first: in its session it came before anything still
+        # unread. It is often no longer unread (reading a mail marks it read).
+        for entry in self.ledger.unfinished():
+            if entry.session_id:
+                self._submit(Job(entry.mail_id, entry.session_id))
         cursor: str | None = None
-        found: set[str] = set()
         while True:
             page = await client.inbox(status="unread", limit=500, cursor=cursor)
             for item in page.items:
-                found.add(item.id)
                 if item.workspace:
                     self.workspaces.add(item.workspace)
                 if not replies.starts_turn(item.type):
@@ -170,11 +173,6 @@ class Bridge:
             if not page.next_cursor:
                 break
             cursor = page.next_cursor
-        # Interrupted mail that is no longer unread (the model may have marked it
-        # read itself) is redelivered all the same.
-        for entry in self.ledger.unfinished():
-            if entry.mail_id not in found and entry.session_id:
-                self._submit(Job(entry.mail_id, entry.session_id))
 
     async def _heartbeats(self, client: AsyncClient) -> None:
         runner = self.config.runner
