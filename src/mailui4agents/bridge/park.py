@@ -70,7 +70,12 @@ class ParkServer:
     async def serve(self, tasks: TaskGroup) -> None:
         listener = await anyio.create_unix_listener(self.path)
         os.chmod(self.path, 0o600)
-        tasks.start_soon(listener.serve, self._handle)
+
+        async def run() -> None:
+            async with listener:
+                await listener.serve(self._handle)
+
+        tasks.start_soon(run)
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)

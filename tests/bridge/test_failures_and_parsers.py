@@ -1,0 +1,146 @@
+"""Failure classification and wording; the runners' stream parsers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mailui4agents.bridge.failures import Failure, classify, failure_body, failure_subject
+from mailui4agents.bridge.runners.base import (
+    Denied,
+    FinalText,
+    MailSent,
+    SessionStarted,
+    Text,
+    TurnError,
+)
+from mailui4agents.bridge.runners.claude_code import ClaudeParser
+from mailui4agents.bridge.runners.command import CommandParser, CommandRunner
+
+
+@pytest.mark.parametrize(
+    ("detail", "kind"),
+    [
+        ("API error 401: Invalid API key · Fix external API key", "auth"),
+        ("Not logged in · Please run /login", "auth"),
+        ("API Error: Request rejected (429) · Your credit balance is too low", "quota"),
+        ("402 Payment Required", "quota"),
+        ("You exceeded your current quota", "quota"),
+        ("model claude-x not found", "no_model"),
+        ("No model configured", "no_model"),
+        ("segfault", "error"),
+    ],
+)
+def test_failures_are_classified_from_what_the_cli_said(detail: str, kind: str) -> None:
+    assert classify(detail).kind == kind
+
+
+def test_an_unclear_failure_of_a_resumed_session_says_the_resume_failed() -> None:
+    assert classify("No conversation found with session ID: x", resumed=True).kind == (
+        "resume_failed"
+    )
+    assert classify("No conversation found with session ID: x").kind == "error"
+    assert classify("401 invalid x-api-key", resumed=True).kind == "auth"
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        ("cli_missing", "not installed"),
+        ("auth", "not logged in"),
+        ("quota", "credit or quota"),
+        ("no_model", "no usable model"),
+        ("timeout", "timed out"),
+        ("resume_failed", "Start a new session"),
+        ("workspace_missing", "workspace does not exist"),
+        ("gave_up", "gave up"),
+    ],
+)
+def test_every_failure_mail_says_what_happened_and_what_to_do(kind: str, words: str) -> None:
+    body = failure_body(Failure(kind, "details here"), agent="claude", subject="Fix it")  # type: ignore[arg-type]
+    assert words in body and "What to do:" in body and "details here" in body
+    assert failure_subject(kind, "Fix it").endswith("Fix it")  # type: ignore[arg-type]
+    assert ("timed out" in failure_subject(kind, "x")) is (kind == "timeout")  # type: ignore[arg-type]
+
+
+def test_permanent_failures_are_not_retried_and_unclear_ones_are() -> None:
+    assert Failure("auth", "").permanent and Failure("timeout", "").permanent
+    assert not Failure("error", "").permanent
+
+
+def test_the_command_parser_reads_json_lines() -> None:
+    parser = CommandParser()
+    lines = [
+        "",
+        json.dumps({"type": "session", "id": "p1"}),
+        "not json between lines",
+        json.dumps({"type": "text", "text": "hello"}),
+        json.dumps({"type": "other"}),
+        json.dumps({"type": "error", "message": "quota"}),
+    ]
+    events = [e for line in lines for e in parser.feed(line)] + parser.finish()
+    assert events == [SessionStarted("p1"), Text("hello"), TurnError("quota")]
+
+
+def test_the_command_parser_takes_plain_text_whole() -> None:
+    parser = CommandParser()
+    for line in ["", "The answer:", '{"no": "type key"}', "done"]:
+        assert parser.feed(line) == []
+    assert parser.finish() == [FinalText('The answer:\n{"no": "type key"}\ndone')]
+
+
+def test_the_command_runner_refuses_unknown_options_and_a_missing_program() -> None:
+    with pytest.raises(ValueError, match="unknown --runner-arg"):
+        CommandRunner(["true"], {"modle": "x"})
+    with pytest.raises(ValueError, match="needs the program"):
+        CommandRunner([], {})
+    assert CommandRunner(["/no/such/agent"]).missing() is not None
+    assert CommandRunner(["sh"]).missing() is None
+    assert CommandRunner(["sh"]).enforcement("workspace") == "advisory"
+    assert CommandRunner(["sh"], {"enforcement": "PARTIAL"}).enforcement("plan") == "advisory"
+
+
+def _claude(*records: dict[str, object]) -> list[object]:
+    parser = ClaudeParser()
+    return [e for r in records for e in parser.feed(json.dumps(r))]
+
+
+def test_the_claude_parser_reads_session_answer_denials_and_mail_sends() -> None:
+    sid = "723f2279-2b0c-4023-a146-3aa505f748d2"
+    events = _claude(
+        {"type": "system", "subtype": "init", "session_id": sid},
+        {"type": "assistant", "session_id": sid, "message": {"content": [
+            {"type": "tool_use", "id": "t1", "name": "mcp__agentmail__send_mail", "input": {}},
+            {"type": "tool_use", "id": "t2", "name": "mcp__agentmail__read_inbox", "input": {}},
+            {"type": "tool_use", "id": "t3", "name": "mcp__agentmail__forward_mail", "input": {}},
+        ]}},
+        {"type": "user", "session_id": sid, "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "sent", "is_error": False},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "ok", "is_error": False},
+            {"type": "tool_result", "tool_use_id": "t3", "content": "no", "is_error": True},
+        ]}},
+        {"type": "result", "subtype": "success", "is_error": False, "result": "DONE",
+         "session_id": sid, "permission_denials": [{"tool_name": "Bash", "tool_use_id": "x"}]},
+    )  # fmt: skip
+    assert events == [
+        SessionStarted(sid),
+        MailSent("mcp__agentmail__send_mail"),
+        Denied("Bash", "denied"),
+        FinalText("DONE"),
+    ]
+
+
+def test_the_claude_parser_turns_an_api_error_result_into_a_turn_error() -> None:
+    events = _claude(
+        {"type": "result", "subtype": "success", "is_error": True, "api_error_status": 429,
+         "result": "API Error: Request rejected (429) · Your credit balance is too low",
+         "session_id": "s"},
+    )  # fmt: skip
+    assert events[-1] == TurnError(
+        "API error 429: API Error: Request rejected (429) · Your credit balance is too low"
+    )
+    assert classify(str(events[-1].message)).kind == "quota"  # type: ignore[union-attr]
+    assert _claude({"type": "result", "subtype": "error_during_execution", "is_error": True})[
+        -1
+    ] == TurnError("error_during_execution")
