@@ -179,3 +179,32 @@ async def test_a_hanging_turn_times_out_and_the_next_mail_still_runs(
     after = await human.send(f"{agent.name}@{agent.workspace}", "and now?", parent=sent["id"])
     reply = await human.wait_reply(after["session_id"], after["id"])
     assert reply["type"] == "relay" and reply["body"] == "back again"
+
+
+def test_install_mcp_for_a_project_makes_the_real_cli_connect_the_server(
+    claude_bin: Path, tmp_path: Path
+) -> None:
+    """`claude mcp list` says "Pending approval" for a project .mcp.json alone and
+    "Connected" once install-mcp has approved it in .claude/settings.local.json
+    (in a git repository, Claude Code's project root: elsewhere it stays pending)."""
+    import subprocess
+    import sys
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    path = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # where `agentmail` lives
+    env = {"PATH": path, "HOME": str(home), "DISABLE_TELEMETRY": "1"}
+    install = [sys.executable, "-m", "mailui4agents.cli.main", "install-mcp", "claude-code",
+               "--project", str(project)]  # fmt: skip
+    subprocess.run(install, check=True, capture_output=True, env={**env, "PYTHONPATH": ""})
+
+    def listed() -> str:
+        done = subprocess.run([str(claude_bin), "mcp", "list"], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=90)  # fmt: skip
+        return done.stdout
+
+    assert "Connected" in listed()
+    (project / ".claude" / "settings.local.json").unlink()
+    assert "Pending approval" in listed()  # the negative control

@@ -205,3 +205,41 @@ def test_a_json_config_that_is_not_valid_json_is_left_untouched(project: Path) -
     assert result.exit_code == 1
     assert "not valid JSON" in result.output
     assert broken.read_text(encoding="utf-8") == "{ // a comment\n}"
+
+
+def test_claude_code_project_install_approves_the_server_in_the_local_settings(
+    project: Path,
+) -> None:
+    """A project .mcp.json server stays "pending approval" (no tools in `claude -p`)
+    until listed in enabledMcpjsonServers of .claude/settings.local.json."""
+    local = project / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text(json.dumps({"enabledMcpjsonServers": ["other"], "model": "x"}))
+    shared = project / ".claude" / "settings.json"
+    shared.write_text('{"keep": true}')
+    result = invoke("claude-code", "--project", str(project))
+    assert result.exit_code == 0, result.output
+    assert "Approved the project's agentmail server" in result.output
+    assert load(local) == {"enabledMcpjsonServers": ["other", "agentmail"], "model": "x"}
+    assert shared.read_text() == '{"keep": true}'  # a committed file must not approve
+    again = invoke("claude-code", "--project", str(project))
+    assert "already approved" in again.output
+    assert load(local)["enabledMcpjsonServers"] == ["other", "agentmail"]
+
+
+def test_claude_code_user_install_writes_no_project_approval(home: Path, project: Path) -> None:
+    assert invoke("claude-code").exit_code == 0
+    assert not (home / ".claude" / "settings.local.json").exists()
+    assert not (project / ".claude").exists()
+
+
+def test_a_broken_local_settings_file_is_left_alone_and_the_approval_step_printed(
+    project: Path,
+) -> None:
+    local = project / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text('{"enabledMcpjsonServers": "agentmail"}')
+    result = CliRunner().invoke(main, ["install-mcp", "claude-code", "--project", str(project)])
+    assert result.exit_code == 1
+    assert "approve the server in `claude`" in result.output
+    assert local.read_text() == '{"enabledMcpjsonServers": "agentmail"}'

@@ -276,6 +276,29 @@ def install_server(
     return install.write_changes(path, current, new, warnings)
 
 
+#: Claude Code keeps a project's ``.mcp.json`` servers "pending approval" (and offers
+#: none of their tools in ``claude -p``) until they are approved; listing them in
+#: the project's *local* settings approves them (checked with 2.1.197, in a git
+#: repository: outside one the server stayed pending). The shared
+#: ``.claude/settings.json`` does not count: a committed file must not approve.
+CLAUDE_LOCAL_SETTINGS = ".claude/settings.local.json"
+
+
+def approve_claude_project_server(project: str) -> install.Result:
+    """Add ``agentmail`` to ``enabledMcpjsonServers`` in the project's local settings."""
+    path = Path(project).expanduser().absolute() / CLAUDE_LOCAL_SETTINGS
+    existing = install.read_settings(path)
+    merged: dict[str, Any] = json.loads(json.dumps(existing or {}))
+    enabled = merged.setdefault("enabledMcpjsonServers", [])
+    if not isinstance(enabled, list):
+        raise install.SettingsError('"enabledMcpjsonServers" is not a JSON list')
+    if SERVER_KEY in enabled and existing is not None:
+        return install.Result(path, False, "", ())
+    enabled.append(SERVER_KEY)
+    old = install.render(existing) if existing is not None else None
+    return install.write_changes(path, old, install.render(merged), [])
+
+
 @click.command("install-mcp")
 @click.argument("platform_name", metavar="PLATFORM", type=click.Choice(sorted(PLATFORMS)))
 @click.option(
@@ -315,5 +338,26 @@ def install_mcp(platform_name: str, project: str | None, ask_timeout: int) -> No
         unchanged=f"agentmail MCP server for {platform.name} already in {path}; no change.",
         done=f"Added the agentmail MCP server for {platform.name} to {path}.",
     )
+    if platform.name == "claude-code" and project is not None:
+        local = Path(project).expanduser().absolute() / CLAUDE_LOCAL_SETTINGS
+        try:
+            approval = approve_claude_project_server(project)
+        except (install.SettingsError, OSError) as error:
+            fail(
+                f"not changing {local}: {error}; approve the server in `claude` "
+                "(it stays pending approval until then)"
+            )
+        install.report(
+            approval,
+            executable,
+            unchanged=f"the agentmail server is already approved in {local}; no change.",
+            done=f"Approved the project's agentmail server in {local} (enabledMcpjsonServers).",
+        )
+        if not (Path(project).expanduser().absolute() / ".git").exists():
+            click.echo(
+                f"{project} is not a git repository: Claude Code may keep the server "
+                "pending approval there; approve it once in `claude` (or use `claude "
+                "--mcp-config .mcp.json`)."
+            )
     if result.changed and platform.name == "codex" and project is not None:
         click.echo("Codex reads a project's .codex/config.toml only when the project is trusted.")
