@@ -281,3 +281,14 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+async def dead(pid: int, deadline: float = 10.0) -> bool:
+    """True once `pid` is gone. A killed process dies a moment after the signal, and
+    there is no event for another process's death: poll with a deadline."""
+    with anyio.move_on_after(deadline):
+        while True:
+            if not alive(pid):
+                return True
+            await anyio.sleep(0.02)
+    return False

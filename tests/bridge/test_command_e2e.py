@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.bridge.harness import Agent, Human, alive
+from tests.bridge.harness import Agent, Human, dead
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -161,7 +161,7 @@ async def test_a_hanging_turn_is_killed_with_its_group_and_the_session_goes_on(
     assert reply["type"] == "failure"
     assert "timed out" in reply["subject"] and "timed out" in reply["body"]
     hang = next(r for r in agent.records() if r["event"] == "hang")
-    assert not alive(hang["pid"]) and not alive(hang["child"])
+    assert await dead(hang["pid"]) and await dead(hang["child"])
     after = await human.send(
         f"{agent.name}@{agent.workspace}", "next", mode=None, parent=sent["id"]
     )

@@ -7,7 +7,7 @@ import itertools
 import anyio
 import pytest
 
-from tests.bridge.harness import Agent, Human, alive
+from tests.bridge.harness import Agent, Human, dead
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -53,7 +53,7 @@ async def test_sigkill_mid_turn_again_and_again_completes_every_mail_exactly_onc
         assert "interrupted" in starts[1]["headline"]
     # Every hung turn's processes were stopped by the next life, none left running.
     for record in hung:
-        assert not alive(int(str(record["pid"]))) and not alive(int(str(record["child"])))
+        assert await dead(int(str(record["pid"]))) and await dead(int(str(record["child"])))
 
 
 async def test_three_sessions_of_five_mails_with_concurrency_two(

@@ -15,7 +15,7 @@ from mailui4agents.bridge.process import run_process, start_ticks
 from mailui4agents.bridge.runners.base import Launch
 from mailui4agents.bridge.runners.command import CommandParser
 from mailui4agents.hooks.parking import parked
-from tests.bridge.harness import alive
+from tests.bridge.harness import dead
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +58,7 @@ async def test_the_group_is_gone_after_a_timeout(tmp_path: Path) -> None:
             launch(STUBBORN), tmp_path, parser, timeout_s=1.0, park=ParkState()
         )
     assert result.timed_out and len(seen) == 2
-    assert not alive(seen[0]) and not alive(seen[1])
+    assert await dead(seen[0]) and await dead(seen[1])
 
 
 async def test_plain_output_stdin_and_cwd(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ async def test_cancelling_a_turn_stops_its_group(tmp_path: Path) -> None:
             launch(STUBBORN), tmp_path, CommandParser(), timeout_s=600, park=ParkState(),
             on_spawn=seen.append,
         )  # fmt: skip
-    assert seen and not alive(seen[0])
+    assert seen and await dead(seen[0])
 
 
 def test_start_ticks_tell_processes_apart() -> None:

@@ -37,6 +37,7 @@ class Entry:
     last_state: str | None = None  # "delivered", "started", "failed" or "completed"
     pgid: int | None = None  # of the newest attempt's process group
     start_ticks: int | None = None  # its start time, to tell it from a reused pid
+    own: tuple[str, ...] = ()  # mail the turn sent: its relay, mail the model sent itself
 
 
 @dataclass
@@ -46,6 +47,8 @@ class Ledger:
     path: Path
     entries: dict[str, Entry] = field(default_factory=dict)
     skipped_lines: int = 0
+    #: Every mail the agent's turns sent (to recognise a reply to its own mail).
+    own_mail: set[str] = field(default_factory=set)
 
     @classmethod
     def open(cls, path: Path) -> Ledger:
@@ -97,6 +100,8 @@ class Ledger:
             entry.completed = True
             entry.outcome = record.get("outcome")
             entry.pgid = None
+            entry.own = tuple(str(i) for i in record.get("own") or ())
+            self.own_mail.update(entry.own)
 
     def _append(self, record: dict[str, Any]) -> None:
         record["at"] = round(time.time(), 3)
@@ -129,9 +134,12 @@ class Ledger:
         """Record that an attempt failed in a way worth retrying (not an interruption)."""
         self._append({"mail_id": mail_id, "state": "failed", "outcome": outcome})
 
-    def completed(self, mail_id: str, outcome: str) -> None:
-        """Record that the mail is done for good."""
-        self._append({"mail_id": mail_id, "state": "completed", "outcome": outcome})
+    def completed(self, mail_id: str, outcome: str, own: list[str] | None = None) -> None:
+        """Record that the mail is done for good (``own``: the mail its turn sent)."""
+        record: dict[str, Any] = {"mail_id": mail_id, "state": "completed", "outcome": outcome}
+        if own:
+            record["own"] = own
+        self._append(record)
 
     # -- questions --------------------------------------------------------------------
 

@@ -98,8 +98,6 @@ class TurnHandler:
         self.sessions = sessions
         self.park = park
         self.board = board
-        #: Per session: ids of the agent's own (non-relay) mail seen after a turn.
-        self._own_seen: dict[str, set[str]] = {}
 
     # -- the pool's entry point ---------------------------------------------------------
 
@@ -156,8 +154,8 @@ class TurnHandler:
             await self._fail(mail, Failure("cli_missing", missing))
             return False
         situation = await self._situation(job, mail, interrupted)
-        result, platform_id = await self._run(job, slot, mail, workspace, situation)
-        return await self._settle(job, mail, result, platform_id)
+        result, platform_id, sent = await self._run(job, slot, mail, workspace, situation)
+        return await self._settle(job, mail, result, platform_id, sent)
 
     async def _retry_later(self, job: Job, why: str) -> bool:
         """Record a failed attempt and wait out its backoff; True: try again."""
@@ -186,6 +184,8 @@ class TurnHandler:
         return Situation.NEW_TASK
 
     async def _is_own(self, mail_id: str, session_id: str) -> bool:
+        if mail_id in self.ledger.own_mail:
+            return True  # a relay of ours, or mail a turn's model sent itself
         try:
             parent = await self.client.read_mail(mail_id, session_id=session_id, body_limit=1)
         except ApiError:
@@ -204,7 +204,7 @@ class TurnHandler:
 
     async def _run(
         self, job: Job, slot: Slot, mail: MailOut, workspace: Path, situation: Situation
-    ) -> tuple[ProcessResult, str | None]:
+    ) -> tuple[ProcessResult, str | None, list[str]]:
         extra = mail.model_extra or {}
         mode = mode_for_deciding(extra.get("permission_mode"))
         platform_id = self._platform_session(mail)
@@ -232,6 +232,7 @@ class TurnHandler:
             AGENTMAIL_HOOK_TIMEOUT=f"{self.s.hook_timeout_s:g}",
             AGENTMAIL_BRIDGE_SOCKET=str(self.park.path),
             AGENTMAIL_BRIDGE_TURN=token,
+            AGENTMAIL_SENT_LOG=str(turn_dir / "sent.log"),
         )
         ctx = TurnContext(
             agent=self.s.agent,
@@ -284,11 +285,17 @@ class TurnHandler:
             self.park.turns.pop(token, None)
             if park.parked:
                 slot.unpark()
+            result_sent = _read_sent(turn_dir / "sent.log")
             shutil.rmtree(turn_dir, ignore_errors=True)
-        return result, platform_id
+        return result, platform_id, result_sent
 
     async def _settle(
-        self, job: Job, mail: MailOut, result: ProcessResult, platform_id: str | None
+        self,
+        job: Job,
+        mail: MailOut,
+        result: ProcessResult,
+        platform_id: str | None,
+        sent_ids: list[str],
     ) -> bool:
         # A retry resumes the session its own first attempt created: that is no
         # failure to resume an earlier conversation.
@@ -302,42 +309,23 @@ class TurnHandler:
                 return False
             return await self._retry_later(job, f"{failure.kind}: {failure.detail}")
         text = final_text(result.events)
-        sent = any(isinstance(e, MailSent) for e in result.events)
-        if mail.from_human and not sent:
-            sent = await self._model_mailed(mail)
+        sent = bool(sent_ids) or any(isinstance(e, MailSent) for e in result.events)
+        own = list(sent_ids)
         if replies.auto_relay_applies(from_human=mail.from_human, model_sent_mail=sent):
-            await self._relay(mail, text)
+            relay_id = await self._relay(mail, text)
+            own += [relay_id] if relay_id else []
             outcome = "answered"
         else:
             outcome = "mailed_itself" if sent else "no_relay"
-        self.ledger.completed(job.mail_id, outcome)
-        await self._mark_read(job)
+        # No mark-read call: reading the mail at the start of the attempt marked it.
+        self.ledger.completed(job.mail_id, outcome, own)
         return False
 
-    async def _model_mailed(self, mail: MailOut) -> bool:
-        """Did the model send mail into this session itself during the turn?"""
-        try:
-            thread = await self.client.thread(mail.id, session_id=mail.session_id)
-        except ApiError as exc:
-            logger.warning("could not read the thread of %s (%s)", mail.id, exc)
-            return False
-        own = {
-            m.id
-            for m in thread.items
-            if name_of(m.from_) == self.s.agent
-            and not m.relay
-            and m.type == "message"
-            and m.created_at >= mail.created_at
-        }
-        before = self._own_seen.get(mail.session_id, set())
-        self._own_seen[mail.session_id] = before | own
-        return bool(own - before)
-
-    async def _relay(self, mail: MailOut, text: str) -> None:
+    async def _relay(self, mail: MailOut, text: str) -> str | None:
         body = text.strip() or "(The agent finished this turn without a written answer.)"
         if len(body) > MAX_REPLY_CHARS:
             body = body[:MAX_REPLY_CHARS] + "\n\n[answer cut: too long]"
-        await self._send(
+        return await self._send(
             mail,
             subject=replies.reply_subject(mail.subject),
             body=body,
@@ -363,11 +351,12 @@ class TurnHandler:
 
     async def _send(
         self, mail: MailOut, *, subject: str, body: str, key: str, mail_type: str | None
-    ) -> None:
+    ) -> str | None:
+        """Post a relay (idempotent by ``key``); its mail id, or None if refused."""
         to = mail.reply_address or mail.from_
         for delay in (*self.s.retry_delays_s[:2], None):
             try:
-                await self.client.send_mail(
+                sent = await self.client.send_mail(
                     [to],
                     subject,
                     body,
@@ -377,18 +366,27 @@ class TurnHandler:
                     from_session_id=mail.session_id,
                     mail_type=mail_type,
                 )
-                return
+                return str(sent["mail_id"]) if isinstance(sent, dict) else sent.id
             except ApiError as exc:
                 if exc.permanent or delay is None:
                     logger.error("could not send the reply to mail %s: %s", mail.id, exc)
-                    return
+                    return None
                 await anyio.sleep(delay)
+        return None
 
     async def _mark_read(self, job: Job) -> None:
         try:
             await self.client.mark_read(session_id=job.session_id, mail_ids=[job.mail_id])
         except ApiError as exc:
             logger.warning("could not mark mail %s read: %s", job.mail_id, exc)
+
+
+def _read_sent(path: Path) -> list[str]:
+    """The mail ids the turn's processes sent (see ``AGENTMAIL_SENT_LOG``)."""
+    try:
+        return [line for line in path.read_text().split() if line]
+    except OSError:
+        return []
 
 
 def _ticks(pid: int) -> int | None:

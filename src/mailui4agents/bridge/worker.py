@@ -38,7 +38,10 @@ from mailui4agents.client import ApiError, AsyncClient, ClientConfig
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 30.0
-HEARTBEAT_DEBOUNCE_S = 0.2  # changes in one burst make one heartbeat
+# Changes are reported at once, but at most one heartbeat per second: a busy
+# bridge would otherwise post one per turn start and end, and each heartbeat is
+# a write the gateway's mail sends wait behind.
+HEARTBEAT_MIN_GAP_S = 1.0
 
 
 @dataclass
@@ -186,9 +189,10 @@ class Bridge:
                 await client.heartbeat(**(await self._heartbeat_body(version)))
             except ApiError as exc:
                 logger.warning("heartbeat failed: %s", exc)
+            sent_at = anyio.current_time()
             with anyio.move_on_after(self.config.heartbeat_s):
                 await self._dirty.wait()
-                await anyio.sleep(HEARTBEAT_DEBOUNCE_S)
+                await anyio.sleep(max(0.0, sent_at + HEARTBEAT_MIN_GAP_S - anyio.current_time()))
 
     async def _heartbeat_body(self, version: str | None) -> dict[str, Any]:
         runner = self.config.runner

@@ -169,7 +169,10 @@ class AsyncClient:
         data = await self._call("POST", path, json=payload)
         if isinstance(data, dict) and data.get("status") == "duplicate_relay":
             return data
-        return MailOut.model_validate(data)
+        sent = MailOut.model_validate(data)
+        if not relay:
+            record_sent(sent.id)
+        return sent
 
     async def inbox(
         self,
@@ -396,7 +399,9 @@ class AsyncClient:
         body = _without_none(to=to, cc=cc, note=note, session_id=session_id)
         prefix = "/agent" if self.config.is_agent else ""
         path = f"{prefix}/mail/{_seg(mail_id)}/forward"
-        return MailOut.model_validate(await self._call("POST", path, json=body))
+        sent = MailOut.model_validate(await self._call("POST", path, json=body))
+        record_sent(sent.id)
+        return sent
 
     async def participants(
         self, session_id: str, scope_session_id: str | None = None
@@ -530,6 +535,28 @@ class AsyncClient:
         async for page in self._pages(path, {}, _AnyItem):
             items.extend(item.model_dump() for item in page.items)
         return items
+
+
+#: Set by the bridge for one turn: every mail this client sends (not relays) is
+#: appended to that file, so the bridge knows the model answered by itself and
+#: sends no automatic reply (whichever process of the turn sent it: the MCP
+#: server, `agentmail send`, an agent's own script).
+SENT_LOG_VAR = "AGENTMAIL_SENT_LOG"
+
+
+def record_sent(mail_id: str) -> None:
+    """Append ``mail_id`` to ``$AGENTMAIL_SENT_LOG`` when the bridge asked for it."""
+    target = os.environ.get(SENT_LOG_VAR)
+    if not target:
+        return
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{mail_id}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # the turn is over (its folder gone): nobody will read it
 
 
 class _AnyItem(BaseModel, extra="allow"):
