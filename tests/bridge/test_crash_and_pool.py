@@ -113,3 +113,25 @@ async def test_a_turn_parked_on_a_human_frees_its_place_and_its_clock_pauses(
     await human.decide(request["id"], "approve")
     reply = await human.wait_reply(a["session_id"], a["id"])
     assert reply["type"] == "relay" and "ran [echo a > a.txt]" in reply["body"]
+
+
+async def test_mail_that_arrives_while_parked_reaches_the_model_with_the_decision(
+    human: Human, agent: Agent
+) -> None:
+    """A human's correction sent while the agent waits is told to the model with the
+    decision, and is still delivered as the session's next turn."""
+    agent.bridge()
+    first = await human.send(
+        f"{agent.name}@{agent.workspace}.new", "!bash echo a > a.txt", mode="workspace"
+    )
+    request = await human.wait_pending(first["session_id"])
+    correction = await human.send(
+        f"{agent.name}@{agent.workspace}", "no, the other repository!", parent=first["id"]
+    )
+    await human.decide(request["id"], "approve")
+    reply = await human.wait_reply(first["session_id"], first["id"])
+    assert "no, the other repository!" in reply["body"]  # in the reason the model got
+    assert "While you waited, 1 more mail(s)" in reply["body"]
+    second = await human.wait_reply(first["session_id"], correction["id"])
+    assert second["type"] == "relay"
+    assert "no, the other repository!" in agent.starts(correction["id"])[0]["prompt"]

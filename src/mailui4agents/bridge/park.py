@@ -6,7 +6,10 @@ process started by the agent CLI, so it tells the bridge over a Unix socket:
 it connects, sends one line ``{"turn": TOKEN, "request_id": ID}`` and keeps
 the connection open while it waits. The connection closing — the hook got
 its answer, or died — ends the parking, so a crashed hook can never leave a
-turn parked forever.
+turn parked forever. Once decided, the hook may send ``news``: that ends the
+parking too, and the bridge answers ``{"text": ...}`` with the mail that
+reached the session meanwhile, which the hook passes to the model with the
+decision (the mail is still delivered as the session's next turn).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +36,8 @@ class ParkState:
     """How many hooks of one turn are waiting on a human right now."""
 
     on_change: Callable[[ParkState], None] = lambda _state: None
+    #: What mail reached the session while parked, for the model (see the module doc).
+    news: Callable[[], Awaitable[str]] | None = None
     count: int = 0
     request_id: str | None = None
     changed: anyio.Event = field(default_factory=anyio.Event)
@@ -83,6 +88,7 @@ class ParkServer:
     async def _handle(self, stream: SocketStream) -> None:
         async with stream:
             state: ParkState | None = None
+            parked = False
             buffer = b""
             try:
                 while b"\n" not in buffer and len(buffer) < MAX_LINE:
@@ -92,10 +98,16 @@ class ParkServer:
                 if state is None:
                     return  # not a turn of ours (or already over): ignore
                 state.enter(str(message.get("request_id") or "") or None)
-                while True:  # parked until the hook closes the connection
-                    await stream.receive(MAX_LINE)
+                parked = True
+                while True:  # parked until the hook asks for news or hangs up
+                    data = await stream.receive(MAX_LINE)
+                    if b"news" in data and parked:
+                        parked = False
+                        state.leave()
+                        text = await state.news() if state.news is not None else ""
+                        await stream.send((json.dumps({"text": text}) + "\n").encode())
             except (anyio.EndOfStream, anyio.BrokenResourceError, ValueError, AttributeError):
                 pass
             finally:
-                if state is not None:
+                if state is not None and parked:
                     state.leave()

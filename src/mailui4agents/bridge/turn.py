@@ -44,6 +44,8 @@ from mailui4agents.domain.modes import mode_for_deciding
 logger = logging.getLogger(__name__)
 
 MAX_REPLY_CHARS = 200_000
+NEWS_MAILS = 5  # mails shown to a model whose decision arrived
+NEWS_BODY_CHARS = 240
 #: Environment a turn must not inherit: a person's token, or the interactive hook's owner.
 NOT_INHERITED = ("AGENTMAIL_TOKEN", "AGENTMAIL_OWNER", "AGENTMAIL_HOOK_TIMEOUT")
 
@@ -263,7 +265,10 @@ class TurnHandler:
             if isinstance(event, SessionStarted):
                 self.sessions.set(job.session_id, event.id)
 
-        park = ParkState(on_change=parked)
+        async def news() -> str:
+            return await self._news(job)
+
+        park = ParkState(on_change=parked, news=news)
         self.park.turns[token] = park
         try:
             launch = self.runner.launch(ctx)
@@ -288,6 +293,31 @@ class TurnHandler:
             result_sent = _read_sent(turn_dir / "sent.log")
             shutil.rmtree(turn_dir, ignore_errors=True)
         return result, platform_id, result_sent
+
+    async def _news(self, job: Job) -> str:
+        """Mail that reached the session while its turn waited for a human (unread,
+        not marked read here: each is still delivered as a turn of its own)."""
+        try:
+            page = await self.client.inbox(
+                status="unread", session_id=job.session_id, mark_read=False, limit=NEWS_MAILS
+            )
+        except ApiError as exc:
+            logger.warning("could not list the mail of session %s: %s", job.session_id, exc)
+            return ""
+        items = [m for m in page.items if m.id != job.mail_id and replies.starts_turn(m.type)]
+        if not items:
+            return ""
+        lines = [
+            f"While you waited, {len(items)} more mail(s) reached this session. Each will "
+            "also be delivered to you as a task of its own after this turn; take it into "
+            "account now if it changes what you are doing:"
+        ]
+        for m in items:
+            body = " ".join(m.body.split())
+            if len(body) > NEWS_BODY_CHARS:
+                body = body[:NEWS_BODY_CHARS] + "…"
+            lines.append(f"- from {m.from_}, subject {m.subject!r}: {body}")
+        return "\n".join(lines)
 
     async def _settle(
         self,

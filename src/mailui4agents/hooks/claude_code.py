@@ -46,7 +46,7 @@ def render(decision: HookDecision) -> str:
         "permissionDecision": decision.verdict,
         "permissionDecisionReason": reason_text(decision),
     }
-    if decision.verdict == "allow" and decision.note:
+    if decision.verdict == "allow" and (decision.note or decision.context):
         # On an allow the reason is shown to the user only; the human's note is
         # for the model too ("yes, but only on staging"), so it goes in its context.
         output["additionalContext"] = reason_text(decision)

@@ -23,8 +23,37 @@ logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0
 
 
+NEWS_TIMEOUT_S = 2.0
+MAX_NEWS_CHARS = 1500
+
+
+class Parking:
+    """The connection to the bridge while parked (None: no bridge to tell)."""
+
+    def __init__(self, stream: SocketStream | None) -> None:
+        self.stream = stream
+
+    async def news(self) -> str:
+        """Once decided: what mail reached the session meanwhile ("" if none or no bridge).
+
+        Asking also ends the parking. Never raises and waits at most NEWS_TIMEOUT_S."""
+        if self.stream is None:
+            return ""
+        buffer = b""
+        try:
+            with anyio.fail_after(NEWS_TIMEOUT_S):
+                await self.stream.send(b"news\n")
+                while b"\n" not in buffer and len(buffer) < 64 * 1024:
+                    buffer += await self.stream.receive()
+            text = json.loads(buffer.split(b"\n", 1)[0]).get("text")
+        except (OSError, TimeoutError, ValueError, AttributeError, anyio.EndOfStream,
+                anyio.BrokenResourceError):  # fmt: skip
+            return ""
+        return str(text)[:MAX_NEWS_CHARS] if text else ""
+
+
 @asynccontextmanager
-async def parked(env: Mapping[str, str], request_id: str) -> AsyncIterator[None]:
+async def parked(env: Mapping[str, str], request_id: str) -> AsyncIterator[Parking]:
     """Hold the bridge's park socket open for the duration of the block."""
     path, token = env.get("AGENTMAIL_BRIDGE_SOCKET"), env.get("AGENTMAIL_BRIDGE_TURN")
     stream: SocketStream | None = None
@@ -38,7 +67,7 @@ async def parked(env: Mapping[str, str], request_id: str) -> AsyncIterator[None]
             logger.info("could not tell the bridge this hook is parked: %s", exc)
             stream = None
     try:
-        yield
+        yield Parking(stream)
     finally:
         if stream is not None:
             with anyio.CancelScope(shield=True):

@@ -28,6 +28,8 @@ class HookDecision:
     verdict: Verdict
     reason: str
     note: str | None = None  # a human's note, so platforms can pass it on to the model
+    #: Further text for the model (mail that arrived while it waited), already in ``reason``.
+    context: str | None = None
 
 
 def allow(reason: str, note: str | None = None) -> HookDecision:

@@ -114,10 +114,16 @@ async def _round_trip(
     if created.get("status") != "pending":  # decided at once (a standing grant)
         return from_decision(created, timeout_s=timeout_s)
     request_id = str(created["id"])
-    async with parked(settings.env, request_id):  # the bridge pauses this turn's clock
-        return await _wait_decision(
+    async with parked(settings.env, request_id) as parking:  # the bridge pauses the clock
+        decision = await _wait_decision(
             gateway, receive, request_id, key, deadline, timeout_s, mail_driven
         )
+        # Mail that reached the session while the agent waited goes to the model
+        # with the decision (SPEC §7.3 step 5); the bridge also delivers it next.
+        news = await parking.news()
+    if news:
+        decision = replace(decision, reason=f"{decision.reason}\n\n{news}", context=news)
+    return decision
 
 
 async def _wait_connected(
