@@ -30,6 +30,7 @@ test: lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/delivery.py
+	$(BIN)/python bench/bridge.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -208,3 +208,56 @@ def test_install_mcp_for_a_project_makes_the_real_cli_connect_the_server(
     assert "Connected" in listed()
     (project / ".claude" / "settings.local.json").unlink()
     assert "Pending approval" in listed()  # the negative control
+
+
+async def test_a_claude_session_from_the_terminal_is_reported_adopted_and_resumed(
+    human: Human, agent: Agent, claude_bin: Path, model: ModelServer
+) -> None:
+    """A person's own `claude` session in the workspace shows up in the heartbeat;
+    mail to agent@cwd.slug adopts it and the bridge resumes that very session."""
+    import anyio
+
+    model.script = answer("noted")
+    home = agent.workspace.parent / "home"
+    home.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "ANTHROPIC_BASE_URL": model.url,
+           "ANTHROPIC_API_KEY": "dummy", "DISABLE_TELEMETRY": "1",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}  # fmt: skip
+    with anyio.fail_after(120):
+        done = await anyio.run_process(
+            [str(claude_bin), "-p", "remember the word MANGO", "--output-format", "json"],
+            cwd=agent.workspace, env=env,
+        )  # fmt: skip
+    platform_id = json.loads(done.stdout)["session_id"]
+    start(agent, claude_bin, model)
+    admin = {"Authorization": f"Bearer {human.admin_token}"}  # the agent's owner
+    slug = "remember-the-word-mango"
+    with anyio.fail_after(30):
+        while True:  # the heartbeat is not an event a person can wait on: poll
+            r = await human.http.get(
+                "/api/v1/contacts/suggest", params={"q": f"{agent.name}@{agent.workspace}.rem"},
+                headers=admin,
+            )  # fmt: skip
+            if any(s.get("alias") == slug for s in r.json().get("sessions", [])):
+                break
+            await anyio.sleep(0.1)
+    before = len(model.messages_requests())
+    r = await human.http.post(
+        "/api/v1/mail",
+        json={"to": [f"{agent.name}@{agent.workspace}.{slug}"], "subject": "again",
+              "body": "which word was it?", "permission_mode": "full"},
+        headers=admin,
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    sent = r.json()
+    with anyio.fail_after(60):
+        while True:
+            r = await human.http.get("/api/v1/mailbox", params={"status": "all",
+                                     "session_id": sent["session_id"]}, headers=admin)  # fmt: skip
+            if any(m.get("parent_mail_id") == sent["id"] for m in r.json()["items"]):
+                break
+            await anyio.sleep(0.1)
+    later = json.dumps([r["body"] for r in model.messages_requests()[before:]])
+    assert "remember the word MANGO" in later and "which word was it?" in later
+    sessions = json.loads((agent.state_dir / "sessions.json").read_text())
+    assert sessions[sent["session_id"]] == platform_id

@@ -167,3 +167,11 @@ async def test_a_hanging_turn_is_killed_with_its_group_and_the_session_goes_on(
     )
     reply = await human.wait_reply(after["session_id"], after["id"])
     assert reply["type"] == "relay" and "DONE" in reply["body"]
+
+
+async def test_a_missing_cli_is_mailed_in_plain_words(human: Human, agent: Agent) -> None:
+    agent.bridge("--", "/no/such/agent-cli")
+    sent = await human.send(f"{agent.name}@{agent.workspace}.new", "hi", mode="full")
+    reply = await human.wait_reply(sent["session_id"], sent["id"])
+    assert reply["type"] == "failure"
+    assert "not installed" in reply["body"] and "/no/such/agent-cli" in reply["body"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +145,33 @@ def test_the_claude_parser_turns_an_api_error_result_into_a_turn_error() -> None
     assert _claude({"type": "result", "subtype": "error_during_execution", "is_error": True})[
         -1
     ] == TurnError("error_during_execution")
+
+
+def test_claude_code_sessions_are_read_from_its_session_store(tmp_path: Path) -> None:
+    from mailui4agents.bridge.runners.claude_code import ClaudeCodeRunner
+
+    project = tmp_path / ".claude" / "projects" / "-srv-shop"
+    project.mkdir(parents=True)
+    sid = "723f2279-2b0c-4023-a146-3aa505f748d2"
+    (project / f"{sid}.jsonl").write_text(
+        json.dumps({"type": "system", "cwd": "/srv/shop", "sessionId": sid}) + "\n"
+        + json.dumps({"type": "user", "cwd": "/srv/shop",
+                      "message": {"role": "user", "content": "Fix the login bug, please"}})
+        + "\n"
+    )  # fmt: skip
+    (project / "no-cwd.jsonl").write_text('{"type":"user"}\n')
+    (project / "broken.jsonl").write_bytes(b"\xff\xfe not json\n")
+    runner = ClaudeCodeRunner({"home": str(tmp_path), "bin": "/no/claude"})
+    assert runner.recent_sessions([]) == [
+        {
+            "platform_id": sid,
+            "slug": "fix-the-login-bug-please",
+            "title": "Fix the login bug, please",
+            "cwd": "/srv/shop",
+            "updated_at": runner.recent_sessions([])[0]["updated_at"],
+        }
+    ]
+    assert ClaudeCodeRunner({"home": str(tmp_path / "nobody")}).recent_sessions([]) == []
+    assert runner.missing() is not None and runner.version() is None
+    with pytest.raises(ValueError, match="unknown --runner-arg"):
+        ClaudeCodeRunner({"mdoel": "x"})
