@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 KILLS = 20
 
 
+@pytest.mark.timeout(600)  # 21 bridge lives; about a minute on 2 busy cores
 async def test_sigkill_mid_turn_again_and_again_completes_every_mail_exactly_once(
     human: Human, agent: Agent
 ) -> None:
