@@ -175,3 +175,38 @@ def test_claude_code_sessions_are_read_from_its_session_store(tmp_path: Path) ->
     assert runner.missing() is not None and runner.version() is None
     with pytest.raises(ValueError, match="unknown --runner-arg"):
         ClaudeCodeRunner({"mdoel": "x"})
+
+
+@pytest.mark.parametrize(
+    ("mode", "flag"), [("plan", "plan"), ("workspace", "default"), ("full", "default")]
+)
+@pytest.mark.parametrize("resume", [None, "723f2279-2b0c-4023-a146-3aa505f748d2"])
+def test_the_claude_command_line_passes_mode_hook_and_mail_tools_on_every_turn(
+    tmp_path: Path, mode: str, flag: str, resume: str | None
+) -> None:
+    from mailui4agents.bridge.runners.base import TurnContext
+    from mailui4agents.bridge.runners.claude_code import ClaudeCodeRunner
+
+    env = {"AGENTMAIL_URL": "http://gw", "AGENTMAIL_KEY": "am_agent_k", "AGENTMAIL_AGENT": "c",
+           "AGENTMAIL_SESSION_ID": "s1", "PATH": "/bin"}  # fmt: skip
+    ctx = TurnContext(
+        agent="c", mail_id="m1", session_id="s1", mode=mode, workspace=tmp_path,  # type: ignore[arg-type]
+        platform_session_id=resume, prompt="do it", base_env=env, turn_dir=tmp_path,
+        hook_timeout_s=540,
+    )  # fmt: skip
+    launch = ClaudeCodeRunner({"bin": "/opt/claude", "model": "m-1"}).launch(ctx)
+    argv = launch.argv
+    assert argv[:2] == ["/opt/claude", "-p"] and launch.stdin == b"do it"
+    assert argv[argv.index("--permission-mode") + 1] == flag
+    assert argv[argv.index("--output-format") + 1] == "stream-json" and "--verbose" in argv
+    assert argv[argv.index("--model") + 1] == "m-1"
+    assert (argv[argv.index("--resume") + 1] if "--resume" in argv else None) == resume
+    settings = json.loads(Path(argv[argv.index("--settings") + 1]).read_text())
+    [hook] = settings["hooks"]["PreToolUse"][0]["hooks"]
+    assert hook["command"].endswith("mailui4agents.cli.main hook claude-code")
+    assert hook["timeout"] == 600
+    mcp = json.loads(Path(argv[argv.index("--mcp-config") + 1]).read_text())
+    server = mcp["mcpServers"]["agentmail"]
+    assert server["args"][-1] == "mcp" and server["env"]["AGENTMAIL_SESSION_ID"] == "s1"
+    assert "PATH" not in server["env"]
+    assert (tmp_path / "mcp.json").stat().st_mode & 0o077 == 0  # it holds the key
