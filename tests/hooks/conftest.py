@@ -66,7 +66,13 @@ def make_principals(url: str) -> dict[str, str]:
 
 def start_world(tmp: Path) -> World:
     data_dir = tmp / "data"
-    env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV)
+    # Every hook test starts sessions as ana on one shared gateway: the session
+    # rate limit (tested in tests/api/test_rate_limit.py) must not depend on how
+    # fast the suite runs.
+    env = clean_env(
+        AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, AGENTMAIL_SESSION_RATE_LIMIT="100000",
+        **FAST_HASH_ENV,
+    )  # fmt: skip
     gateway = GatewayProcess(data_dir=data_dir, env=env)
     gateway.start()
     home, workdir = tmp / "home", tmp / "work"
