@@ -98,6 +98,32 @@ async def run(url: str, ana: str, workspace: Path, turns: int) -> tuple[Times, T
     return times, stored
 
 
+PHASES = (
+    ("mail stored -> new_mail event at the bridge", "stored", "seen"),
+    ("event -> turn starts (pool queue)", "seen", "start"),
+    ("reading the mail (gateway round trip) + ledger", "start", "read"),
+    ("prompt, runner, spawning the CLI", "read", "spawn"),
+    ("CLI exit seen -> relay stored and ledger completed", "exit", "done"),
+)
+
+
+def breakdown(log: str, stored: Times, cli: Times) -> dict[str, list[float]]:
+    """Per phase, the milliseconds of every counted turn (wall clock, one machine)."""
+    out: dict[str, list[float]] = {name: [] for name, _, _ in PHASES}
+    for line in log.splitlines():
+        if " timing mail=" not in line:
+            continue
+        fields = dict(part.split("=", 1) for part in line.split(" timing ", 1)[1].split())
+        mail = fields.pop("mail")
+        if mail not in stored:
+            continue
+        marks = {k: float(v) for k, v in fields.items()}
+        marks["stored"] = stored[mail][0]
+        for name, a, b in PHASES:
+            out[name].append((marks[b] - marks[a]) * 1000)
+    return out
+
+
 def _epoch(text: str) -> float:
     from datetime import datetime
 
@@ -110,7 +136,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        workspace, log = tmp / "work", tmp / "cli.log"
+        workspace, log, bridge_log = tmp / "work", tmp / "cli.log", tmp / "bridge.log"
         workspace.mkdir()
         cli = tmp / "cli.sh"
         cli.write_text(CLI)
@@ -126,8 +152,8 @@ def main() -> None:
             bridge = subprocess.Popen(
                 [sys.executable, "-m", "mailui4agents.cli.main", "bridge", "--agent", "bench",
                  "--runner", "command", "--state-dir", str(tmp / "state"), "--log-level",
-                 "warning", "--", str(cli)],
-                env=env,
+                 "debug", "--", str(cli)],
+                env=env, stderr=bridge_log.open("w"),
             )  # fmt: skip
             times, stored = asyncio.run(run(gateway.url, ana, workspace, args.turns))
         finally:
@@ -143,6 +169,7 @@ def main() -> None:
         before = [(cli[m][0] - mail) * 1000 for m, (mail, _) in stored.items()]
         after = [(relay - cli[m][1]) * 1000 for m, (_, relay) in stored.items()]
         overhead = [b + a for b, a in zip(before, after, strict=True)]
+        phases = breakdown(bridge_log.read_text(), stored, cli)
     python = platform.python_version()
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {python}")
     print(f"load average at the end: {os.getloadavg()}")
@@ -150,6 +177,9 @@ def main() -> None:
     print(summary("CLI exited -> relay stored", after))
     print(summary("bridge overhead per turn (the two above)", overhead))
     print(summary("whole turn as the human sees it (send -> relay on SSE)", total))
+    print("where the overhead goes (p50 ms, from the bridge's timing log):")
+    for name, values in phases.items():
+        print(f"  {name}: {sorted(values)[len(values) // 2]:.1f}")
 
 
 if __name__ == "__main__":

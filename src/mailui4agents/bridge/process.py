@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class ProcessResult:
     timed_out: bool = False
     stderr_tail: str = ""
     spawn_error: str | None = None
+    spawned_at: float | None = None  # wall clock, for the bridge's timing log
 
 
 def start_ticks(pid: int) -> int | None:
@@ -102,6 +104,7 @@ async def run_process(
         result.spawn_error = f"{launch.argv[0]}: {exc.strerror or exc}"
         return result
     pgid = process.pid
+    result.spawned_at = time.time()
     on_spawn(pgid)
     stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 

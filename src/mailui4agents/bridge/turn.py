@@ -14,7 +14,8 @@ import logging
 import os
 import secrets
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -57,6 +58,8 @@ class Job:
     mail_id: str
     session_id: str
     backlog: bool = False
+    #: When the bridge learnt of the mail (wall clock), for the timing log.
+    seen_at: float = field(default_factory=time.time, compare=False)
 
 
 @dataclass
@@ -119,6 +122,7 @@ class TurnHandler:
         if self.ledger.is_completed(job.mail_id):
             await self._mark_read(job)
             return False
+        started_at = time.time()
         entry = self.ledger.get(job.mail_id)
         interrupted = self.ledger.was_interrupted(job.mail_id)
         give_up = entry.attempts >= self.s.max_attempts
@@ -155,9 +159,17 @@ class TurnHandler:
         if missing is not None:
             await self._fail(mail, Failure("cli_missing", missing))
             return False
+        read_at = time.time()
         situation = await self._situation(job, mail, interrupted)
         result, platform_id, sent = await self._run(job, slot, mail, workspace, situation)
-        return await self._settle(job, mail, result, platform_id, sent)
+        exited_at = time.time()
+        again = await self._settle(job, mail, result, platform_id, sent)
+        logger.debug(
+            "timing mail=%s seen=%.6f start=%.6f read=%.6f spawn=%.6f exit=%.6f done=%.6f",
+            job.mail_id, job.seen_at, started_at, read_at, result.spawned_at or 0.0,
+            exited_at, time.time(),
+        )  # fmt: skip
+        return again
 
     async def _retry_later(self, job: Job, why: str) -> bool:
         """Record a failed attempt and wait out its backoff; True: try again."""

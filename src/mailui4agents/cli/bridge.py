@@ -137,6 +137,8 @@ def bridge(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for noisy in ("httpx", "httpcore"):  # "debug" means the bridge's own details
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         runner = make_runner(kind, list(command), _options(runner_args))
     except ValueError as exc:
