@@ -133,3 +133,14 @@ def test_relay_keys_are_deterministic_per_mail_and_bounded() -> None:
     assert relay_key("claude", "m1") == relay_key("claude", "m1")
     assert relay_key("claude", "m1") != relay_key("claude", "m2")
     assert len(relay_key("x" * 300, "m1").encode()) <= 160
+
+
+def test_reply_subjects_and_bodies_stay_within_the_gateway_limits() -> None:
+    from mailui4agents.bridge.replies import SUBJECT_MAX_BYTES, clamp_utf8, reply_subject
+
+    long = "重" * 400  # 1200 bytes: a subject the gateway took (≤ 1000 bytes) only just
+    assert len(reply_subject(long[:333]).encode()) <= SUBJECT_MAX_BYTES
+    assert reply_subject("Re: done") == "Re: done" and reply_subject("done") == "Re: done"
+    cut = clamp_utf8(long, 100, "…")
+    assert len(cut.encode()) <= 100 and cut.endswith("…") and "\ufffd" not in cut
+    assert clamp_utf8("short", 100) == "short"

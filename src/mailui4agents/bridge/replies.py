@@ -37,6 +37,22 @@ def failure_key(agent: str, mail_id: str, kind: str) -> str:
     return clamp_relay_key(f"bridge:{agent}:failure:{kind}:{mail_id}")
 
 
+#: The gateway's default limits are 1000 bytes of subject and 256 KiB of body
+#: (docs/limits.md); a reply over them would be refused and the answer lost.
+SUBJECT_MAX_BYTES = 990
+BODY_MAX_BYTES = 240 * 1024
+
+
+def clamp_utf8(text: str, max_bytes: int, mark: str = "…") -> str:
+    """``text`` cut to ``max_bytes`` of UTF-8 on a character boundary, ``mark`` appended."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    room = max_bytes - len(mark.encode("utf-8"))
+    return data[:room].decode("utf-8", "ignore") + mark
+
+
 def reply_subject(subject: str) -> str:
-    """``Re: subject`` without stacking prefixes."""
-    return subject if subject.lower().startswith("re:") else f"Re: {subject}"
+    """``Re: subject`` without stacking prefixes, within the subject limit."""
+    text = subject if subject.lower().startswith("re:") else f"Re: {subject}"
+    return clamp_utf8(text, SUBJECT_MAX_BYTES)

@@ -44,7 +44,6 @@ from mailui4agents.domain.modes import mode_for_deciding
 
 logger = logging.getLogger(__name__)
 
-MAX_REPLY_CHARS = 200_000
 NEWS_MAILS = 5  # mails shown to a model whose decision arrived
 NEWS_BODY_CHARS = 240
 #: Environment a turn must not inherit: a person's token, or the interactive hook's owner.
@@ -365,8 +364,7 @@ class TurnHandler:
 
     async def _relay(self, mail: MailOut, text: str) -> str | None:
         body = text.strip() or "(The agent finished this turn without a written answer.)"
-        if len(body) > MAX_REPLY_CHARS:
-            body = body[:MAX_REPLY_CHARS] + "\n\n[answer cut: too long]"
+        body = replies.clamp_utf8(body, replies.BODY_MAX_BYTES, "\n\n[answer cut: too long]")
         return await self._send(
             mail,
             subject=replies.reply_subject(mail.subject),
@@ -383,7 +381,9 @@ class TurnHandler:
         )
         await self._send(
             mail,
-            subject=failures.failure_subject(failure.kind, mail.subject),
+            subject=replies.clamp_utf8(
+                failures.failure_subject(failure.kind, mail.subject), replies.SUBJECT_MAX_BYTES
+            ),
             body=failures.failure_body(failure, agent=self.s.agent, subject=mail.subject),
             key=replies.failure_key(self.s.agent, mail.id, failure.kind),
             mail_type="failure",
