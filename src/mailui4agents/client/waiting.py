@@ -75,7 +75,6 @@ class TimedOut:
     read at the deadline (then it may be gone, not only the human silent)."""
 
     stage: Literal["post", "wait"]
-    timeout_s: int
     failure: ApiError | None = None
 
 
@@ -84,7 +83,10 @@ Outcome = Decided | Duplicate | Failed | TimedOut
 # From the stream task: ("connected", None), ("retry", ApiError | None),
 # ("decision", event data), ("error", ApiError).
 _Message = tuple[str, Any]
-Post = Callable[[int], Awaitable[Mapping[str, Any]]]
+# Posts the request, given the seconds left until the waiter gives up (the caller
+# rounds them into the request's timeout_s, so that the gateway expires the request
+# when nobody waits for it any more).
+Post = Callable[[float], Awaitable[Mapping[str, Any]]]
 
 
 def unreachable(message: str) -> ApiError:
@@ -169,16 +171,14 @@ class Asker:
         return Failed(unreachable(f"the event stream did not open within {within:g} s"), "stream")
 
     async def post(self, post: Post, key: str, deadline: float) -> Pending | Outcome:
-        """Post the request with a timeout that ends at `deadline`: the gateway then
-        expires it when the waiter gives up, so nobody approves what no one waits for."""
-        timeout_s = max(1, int(left(deadline)))
+        """Post the request, within the time left until `deadline`."""
         try:
             with anyio.fail_after(max(left(deadline), 0.001)):
-                created = await post(timeout_s)
+                created = await post(left(deadline))
         except ApiError as exc:
             return Failed(exc, "post")
         except TimeoutError:
-            return TimedOut("post", timeout_s)
+            return TimedOut("post")
         if created.get("status") == "duplicate_relay":
             return Duplicate()
         if created.get("status") != "pending":  # decided at once (a standing grant)
@@ -187,7 +187,6 @@ class Asker:
 
     async def wait(self, pending: Pending, deadline: float) -> Outcome:
         """Wait for this request's decision until `deadline`, then look once more."""
-        timeout_s = max(1, int(left(deadline)))
         with anyio.move_on_after(left(deadline)):
             while True:
                 kind, value = await self._receive.receive()
@@ -205,7 +204,7 @@ class Asker:
             if decided is not None:
                 return Decided(decided)
         transient = failure if failure is not None and not failure.permanent else None
-        return TimedOut("wait", timeout_s, transient)
+        return TimedOut("wait", transient)
 
     async def _read_back(self, request_id: str) -> tuple[dict[str, Any] | None, ApiError | None]:
         """(the request if no longer pending, the failure if it could not be read)."""

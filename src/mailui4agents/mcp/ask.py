@@ -10,6 +10,7 @@ answer"), the gateway expired or cancelled the question, or refused to ask.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,7 +40,7 @@ async def ask(
     deadline = anyio.current_time() + timeout_s
     key = relay_key(session_id)
 
-    async def post(expires_s: int) -> Mapping[str, Any]:
+    async def post(seconds_left: float) -> Mapping[str, Any]:
         return await client.request_permission(
             session_id,
             key,
@@ -47,7 +48,9 @@ async def ask(
             question=question,
             options=[{"label": label} for label in options] if options else None,
             multi_select=True if options and multi_select else None,
-            timeout_s=expires_s,
+            # The gateway expires the question when this call gives up on it, so
+            # nobody answers a question that no one waits for any more.
+            timeout_s=max(1, math.ceil(seconds_left)),
         )
 
     result = await waiting.ask_and_wait(client, post, key, deadline)
