@@ -86,7 +86,9 @@ def outcome(data: Mapping[str, Any], timeout_s: float) -> str:
     if decision == "deny":
         raise ToolError(f"the human refused: {note_text or '(no note given)'}")
     if decision == "expired":
-        raise ToolError(f"the question expired unanswered: {_timed_out(timeout_s)}")
+        # The gateway expires the question as this call gives up: the same outcome
+        # as our own deadline, in the same words (whichever comes first).
+        raise ToolError(_timed_out(timeout_s))
     if decision == "cancelled":
         raise ToolError(
             f"the question was cancelled by {who} (the session was archived or closed); "
