@@ -38,6 +38,7 @@ from mailui4agents.services import identity, scheduler
 from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
+from mailui4agents.web import views as web_views
 
 SQLITE_PREFIX = "sqlite+aiosqlite:///"
 
@@ -115,4 +116,5 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         app.include_router(module.router)
     app.include_router(discovery.router)
     app.include_router(attachments.router)
+    app.include_router(web_views.router)  # the web UI (docs/web.md)
     return app

@@ -71,6 +71,11 @@ class Settings(BaseModel):
         ge=1,
         description="Argon2 hashes computed at the same time (each holds argon2_memory_kib).",
     )
+    web_session_ttl_s: float = Field(
+        default=7 * 86400.0,
+        gt=0,
+        description="Lifetime of a web UI login (its cookie and its server-side session).",
+    )
     login_token_ttl_s: float = Field(
         default=30 * 86400.0,
         gt=0,

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
+from sqlalchemy.ext.asyncio import AsyncSession
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
@@ -109,9 +110,24 @@ async def _stream(
         gw.hub.unsubscribe(sub)
 
 
-async def _open(request: Request, gw: Gateway, who: Principal) -> EventSourceResponse:
+async def head_id(s: AsyncSession) -> int:
+    """The newest event id: a page rendered now resumes its stream from here."""
+    return await log.last_id(s)
+
+
+async def open_stream(
+    request: Request, gw: Gateway, who: Principal, token: str
+) -> EventSourceResponse:
+    """The stream of `who`, authenticated by `token` (the web UI's cookie)."""
+    return await _open(request, gw, who, token)
+
+
+async def _open(
+    request: Request, gw: Gateway, who: Principal, token: str | None = None
+) -> EventSourceResponse:
     after = _last_event_id(request)
-    token = request.headers.get("authorization", "").partition(" ")[2].strip()
+    if token is None:
+        token = request.headers.get("authorization", "").partition(" ")[2].strip()
     async with gw.read() as s:
         head = await log.last_id(s)
         found = await identity.authenticate_until(s, token)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # a typing-only name in python_multipart
 FIELD = "file"
 # The routes that read their body as a stream, after authentication (api/body_guard.py
 # gives them the attachment limit instead of the JSON one).
-UPLOAD_PATHS = ("/api/v1/attachments", "/api/v1/agent/attachments")
+UPLOAD_PATHS = ("/api/v1/attachments", "/api/v1/agent/attachments", "/attachments")
 # Room for the multipart framing around the file (boundaries, part headers).
 FRAMING_SLACK = 64 * 1024
 

@@ -413,3 +413,15 @@ async def agent_out(s: AsyncSession, row: AgentRow) -> dict[str, Any]:
             for k in keys
         ],
     }
+
+
+async def list_users(s: AsyncSession) -> list[dict[str, Any]]:
+    """Every user (no secrets), by name."""
+    rows = (await s.scalars(select(UserRow).order_by(UserRow.username))).all()
+    return [user_out(r) for r in rows]
+
+
+async def list_agents(s: AsyncSession) -> list[dict[str, Any]]:
+    """Every agent with its keys' ids (no secrets), by name."""
+    rows = (await s.scalars(select(AgentRow).order_by(AgentRow.name))).all()
+    return [await agent_out(s, r) for r in rows]

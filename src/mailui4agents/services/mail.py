@@ -381,7 +381,26 @@ async def thread(
     """Every mail of that mail's session, oldest first (a session is a thread)."""
     access.require_scope(reader, "reading a thread")
     anchor = await readable(s, reader, mail_id)
-    stmt = select(MailRow).where(MailRow.session_id == anchor.session.id)
+    return await _session_mails(s, reader, anchor.session.id, limit=limit, cursor=cursor)
+
+
+async def session_thread(
+    s: AsyncSession, reader: access.Reader, session_id: str, *, limit: int, cursor: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The same thread, named by its session (the web UI's `/sessions/{id}`);
+    a session `reader` may not read is 404."""
+    access.require_scope(reader, "reading a thread")
+    session = await s.get(SessionRow, session_id)
+    if session is None:
+        raise not_found(f"session '{session_id}'")
+    await reader.ensure_read(s, session, f"session '{session_id}'")
+    return await _session_mails(s, reader, session_id, limit=limit, cursor=cursor)
+
+
+async def _session_mails(
+    s: AsyncSession, reader: access.Reader, session_id: str, *, limit: int, cursor: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    stmt = select(MailRow).where(MailRow.session_id == session_id)
     after = parse_cursor(cursor)
     if after is not None:
         stmt = stmt.where(MailRow.seq > after)

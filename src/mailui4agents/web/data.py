@@ -1,0 +1,273 @@
+"""Every call the web UI makes into the services, in one place.
+
+The pages never touch the database themselves: they call these functions, which
+call the same service functions as the API routes (src/mailui4agents/api/).
+Keeping them here means a change of a service signature is fixed once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+from sse_starlette import EventSourceResponse
+
+from mailui4agents.api import attachments as api_attachments
+from mailui4agents.api import events as api_events
+from mailui4agents.errors import ApiError
+from mailui4agents.services import (
+    access,
+    content,
+    discovery,
+    identity,
+    mail,
+    permissions,
+    sessions,
+)
+from mailui4agents.services.principals import Principal
+from mailui4agents.state import Gateway
+
+# What a service raises for a caller's mistake (status, code, message, field).
+ServiceError = ApiError
+
+MAX_SESSIONS = 100
+MAX_PENDING = 200
+MAX_THREAD = 500
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+async def login(gw: Gateway, request: Request, username: str, password: str) -> str:
+    """A web session token for a correct password, limited like the API login
+    (services/limits.py: per username and per client address)."""
+    attempt = gw.logins.begin(username, client_address(request))
+    async with gw.read() as s:
+        user = await identity.user_by_name(s, username)
+    stored = None if user is None else user.password_hash
+    async with gw.hash_slots:
+        ok = await anyio.to_thread.run_sync(identity.password_matches, gw.hasher, stored, password)
+    if not ok or user is None:
+        raise ApiError(401, "unauthorized", "wrong username or password")
+    attempt.succeeded()
+    async with gw.write() as s:
+        return await identity.issue_user_token(
+            s, user.id, "web", ttl_s=gw.settings.web_session_ttl_s
+        )
+
+
+async def authenticate(gw: Gateway, token: str) -> Principal | None:
+    async with gw.read() as s:
+        who = await identity.authenticate(s, token)
+    return who if who is not None and who.kind == "user" else None
+
+
+async def logout(gw: Gateway, who: Principal, token: str) -> None:
+    """Revoke the web session's token (its open streams end too)."""
+    async with gw.write() as s:
+        for t in await identity.list_user_tokens(s, who.id, token):
+            if t["current"]:
+                await identity.revoke_user_token(s, who, t["id"])
+
+
+async def session_list(gw: Gateway, who: Principal, status: str | None) -> list[dict[str, Any]]:
+    async with gw.read() as s:
+        items, _ = await sessions.list_sessions(s, who, status, None, None, MAX_SESSIONS, None)
+    return items
+
+
+async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[dict[str, Any]]:
+    """Mail addressed to `who`, newest first, with body previews."""
+    async with gw.write() as s:
+        items, _ = await mail.inbox(
+            s,
+            who,
+            status="all",
+            session_id=None,
+            limit=limit,
+            cursor=None,
+            newest_first=True,
+            mark=False,
+            body_limit=gw.settings.inbox_preview_chars,
+        )
+    return items
+
+
+async def pending(
+    gw: Gateway, who: Principal, session_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Pending requests this person may decide (deciders only: docs/access.md)."""
+    async with gw.write() as s:
+        await permissions.expire_due(s, session_id)
+        items = await permissions.list_for_human(s, who, "pending", session_id, MAX_PENDING)
+    return items
+
+
+async def session(gw: Gateway, who: Principal, session_id: str) -> tuple[dict[str, Any], bool]:
+    """SessionOut and whether `who` may decide in it (404 when not readable)."""
+    async with gw.read() as s:
+        row = await sessions.get_session(s, session_id)
+        reader = access.Reader(who)
+        await reader.ensure_read(s, row, f"session '{session_id}'")
+        return await sessions.describe(s, row, who.name), await reader.can_decide(s, row)
+
+
+async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
+    """Every mail of the session, oldest first; marks them read for `who`."""
+    async with gw.write() as s:
+        items, _ = await mail.session_thread(
+            s, access.Reader(who), session_id, limit=MAX_THREAD, cursor=None
+        )
+        await mail.mark_read_request(s, who, session_id, None)
+    return items
+
+
+async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, Any]:
+    content.check_mail(gw.settings, form["subject"], form["body"])
+    async with gw.read() as r:
+        recipients = await mail.resolve_recipients(r, gw.settings, form["to"], form["cc"])
+    async with gw.write() as s:
+        _, out = await mail.send_mail(
+            s,
+            gw.settings,
+            who,
+            to=form["to"],
+            cc=form["cc"],
+            subject=form["subject"],
+            body=form["body"],
+            parent_mail_id=form.get("parent_mail_id"),
+            permission_mode=form.get("permission_mode"),
+            attachment_ids=form.get("attachment_ids", []),
+            recipients=recipients,
+        )
+    return out
+
+
+async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, Any]:
+    async with gw.write() as s:
+        return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
+
+
+async def decide(
+    gw: Gateway,
+    who: Principal,
+    request_id: str,
+    *,
+    decision: str,
+    note: str | None,
+    always: bool,
+    grant_pattern: str | None,
+    answers: list[str] | None,
+) -> dict[str, Any]:
+    content.check_decision(gw.settings, note, grant_pattern, answers)
+    async with gw.write() as s:
+        return await permissions.decide(
+            s,
+            who,
+            request_id,
+            decision=decision,
+            note=note,
+            always=always,
+            grant_pattern=grant_pattern,
+            answers=answers,
+        )
+
+
+async def request_kind(gw: Gateway, request_id: str) -> str:
+    async with gw.read() as s:
+        return (await permissions.get_request(s, request_id)).kind
+
+
+async def update_session(
+    gw: Gateway,
+    who: Principal,
+    session_id: str,
+    *,
+    alias: str | None = None,
+    permission_mode: str | None = None,
+    archived: bool | None = None,
+) -> dict[str, Any]:
+    async with gw.write() as s:
+        out = await sessions.update_session(s, who, session_id, alias, permission_mode, archived)
+        if archived:
+            await permissions.cancel_pending(s, session_id, who.name)
+            out["pending_permissions"] = 0
+        return out
+
+
+async def suggest(gw: Gateway, who: Principal, q: str) -> dict[str, Any]:
+    async with gw.read() as s:
+        return await discovery.suggest(s, access.Reader(who), q)
+
+
+async def contacts(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
+    async with gw.read() as s:
+        return await discovery.contacts(s, access.Reader(who))
+
+
+async def grants(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
+    async with gw.read() as s:
+        return await permissions.list_grants(s, who, None, False)
+
+
+async def revoke_grant(gw: Gateway, who: Principal, grant_id: str) -> None:
+    async with gw.write() as s:
+        await permissions.revoke_grant(s, who, grant_id)
+
+
+async def users(gw: Gateway) -> list[dict[str, Any]]:
+    async with gw.read() as s:
+        return await identity.list_users(s)
+
+
+async def agents(gw: Gateway) -> list[dict[str, Any]]:
+    async with gw.read() as s:
+        items = await identity.list_agents(s)
+    for item in items:
+        item["connected_streams"] = gw.hub.connected(f"agent:{item['name']}")
+    return items
+
+
+async def add_user(gw: Gateway, username: str, password: str, is_admin: bool) -> None:
+    async with gw.write() as s:
+        await identity.create_user(s, gw.hasher, username, password, is_admin)
+
+
+async def add_agent(gw: Gateway, who: Principal, name: str) -> str:
+    async with gw.write() as s:
+        _, key = await identity.create_agent(s, name, None, creator=who.name, owners=None)
+    return key
+
+
+async def rotate_key(gw: Gateway, name: str) -> str:
+    async with gw.write() as s:
+        agent = await identity.get_agent(s, name)
+        return await identity.rotate_agent_key(s, agent, 0)
+
+
+async def revoke_key(gw: Gateway, name: str, key_id: str) -> None:
+    async with gw.write() as s:
+        await identity.revoke_agent_key(s, name, key_id)
+
+
+async def event_head(gw: Gateway) -> int:
+    async with gw.read() as s:
+        return await api_events.head_id(s)
+
+
+async def event_stream(
+    request: Request, gw: Gateway, who: Principal, token: str
+) -> EventSourceResponse:
+    """The human SSE stream (the API's, with the cookie's token instead of a header)."""
+    return await api_events.open_stream(request, gw, who, token)
+
+
+async def upload(request: Request, gw: Gateway, who: Principal) -> dict[str, Any]:
+    return await api_attachments._upload(request, who, gw)
+
+
+async def download(gw: Gateway, who: Principal, attachment_id: str) -> StreamingResponse:
+    return await api_attachments._download(who, gw, attachment_id, None)

@@ -1,0 +1,326 @@
+// MailUI4Agents web UI: live updates (EventSource), decisions by fetch, address
+// completion, uploads. Everything here is an addition: pages work without it.
+"use strict";
+(function () {
+  const csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+  const COLLAPSED = "am-collapsed";
+  const status = document.getElementById("live-status");
+  let programmatic = 0;
+
+  function say(text) { if (status) status.textContent = text; }
+
+  // ---- collapse rule --------------------------------------------------------
+  // A group the person collapsed stays collapsed, unless a request arrives that
+  // was not pending when they collapsed it: then it opens itself. Collapsing it
+  // again after that keeps it collapsed (the new request is then "seen").
+  function loadCollapsed() {
+    try { return JSON.parse(localStorage.getItem(COLLAPSED) || "{}"); } catch (e) { return {}; }
+  }
+  function saveCollapsed(state) {
+    try { localStorage.setItem(COLLAPSED, JSON.stringify(state)); } catch (e) { /* private mode */ }
+  }
+  function pendingIds(group) {
+    return (group.dataset.pendingIds || "").split(/\s+/).filter(Boolean);
+  }
+  function setOpen(group, open) {
+    if (group.open === open) return;
+    programmatic++;
+    group.open = open;
+  }
+  function applyCollapse() {
+    const state = loadCollapsed();
+    let changed = false;
+    document.querySelectorAll("details.group").forEach((g) => {
+      const seen = state[g.dataset.session];
+      if (!seen) return;
+      const fresh = pendingIds(g).filter((id) => !seen.includes(id));
+      if (fresh.length) {
+        delete state[g.dataset.session];
+        changed = true;
+        setOpen(g, true);
+      } else {
+        setOpen(g, false);
+      }
+    });
+    if (changed) saveCollapsed(state);
+  }
+  function watchGroup(g) {
+    if (g.dataset.watched) return;
+    g.dataset.watched = "1";
+    g.addEventListener("toggle", () => {
+      if (programmatic > 0) { programmatic--; return; }
+      const state = loadCollapsed();
+      if (g.open) delete state[g.dataset.session];
+      else state[g.dataset.session] = pendingIds(g);
+      saveCollapsed(state);
+    });
+  }
+
+  // ---- merging a freshly rendered page into this one ------------------------
+  // Lists keep the elements they already show (a half-typed note survives),
+  // add new ones in place and drop the gone ones; "replace" parts are swapped.
+  function syncAttributes(from, to) {
+    for (const a of Array.from(from.attributes)) {
+      if (a.name === "open" || a.name === "data-watched") continue;
+      if (to.getAttribute(a.name) !== a.value) to.setAttribute(a.name, a.value);
+    }
+  }
+  function mergeList(oldList, newList) {
+    const wanted = Array.from(newList.children).filter((c) => c.id);
+    const keep = new Set(wanted.map((c) => c.id));
+    Array.from(oldList.children).forEach((c) => { if (c.id && !keep.has(c.id)) c.remove(); });
+    let before = null;
+    for (let i = wanted.length - 1; i >= 0; i--) {
+      const fresh = wanted[i];
+      let el = document.getElementById(fresh.id);
+      if (!el || el.parentElement !== oldList) {
+        el = document.importNode(fresh, true);
+        oldList.insertBefore(el, before);
+      } else {
+        syncAttributes(fresh, el);
+      }
+      before = el;
+    }
+  }
+  function merge(doc) {
+    doc.querySelectorAll("[data-live]").forEach((fresh) => {
+      const old = document.getElementById(fresh.id);
+      if (!old) return;
+      if (fresh.dataset.live === "list") mergeList(old, fresh);
+      else if (old.innerHTML !== fresh.innerHTML) old.innerHTML = fresh.innerHTML;
+    });
+    document.title = doc.title;
+    document.body.dataset.pending = doc.body.dataset.pending || "0";
+    setup(document);
+  }
+
+  let refreshing = null;
+  let again = false;
+  async function refresh() {
+    if (refreshing) { again = true; return refreshing; }
+    refreshing = (async () => {
+      do {
+        again = false;
+        try {
+          const r = await fetch(location.href, { headers: { "X-Live": "1" }, credentials: "same-origin" });
+          if (r.redirected && new URL(r.url).pathname === "/login") { location.href = r.url; return; }
+          if (!r.ok) return;
+          merge(new DOMParser().parseFromString(await r.text(), "text/html"));
+        } catch (e) { /* offline: the next event or reconnect refreshes */ }
+      } while (again);
+    })();
+    try { await refreshing; } finally { refreshing = null; }
+  }
+
+  // ---- live events ----------------------------------------------------------
+  function notify(data) {
+    if (!("Notification" in window) || Notification.permission !== "granted") return;
+    try {
+      new Notification("Approval requested", { body: `${data.agent || "An agent"}: ${data.tool_name || data.question || ""}`, tag: data.id });
+    } catch (e) { /* some browsers only notify from a service worker */ }
+  }
+  function connect() {
+    const url = document.body.dataset.events;
+    if (!url || !("EventSource" in window)) return;
+    // The page's render position is in the URL; on a reconnect the browser sends
+    // Last-Event-ID, which the server prefers: nothing is lost in between.
+    const es = new EventSource(url);
+    window.__agentmailStream = es;
+    const onEvent = (ev) => {
+      if (ev.type === "permission_request") {
+        try { notify(JSON.parse(ev.data)); } catch (e) { /* not JSON */ }
+        say("New request");
+      }
+      refresh();
+    };
+    ["new_mail", "permission_request", "permission_decision", "session_update", "reset"].forEach((t) =>
+      es.addEventListener(t, onEvent));
+    es.addEventListener("open", () => { document.body.dataset.live = "open"; });
+    es.addEventListener("error", () => { document.body.dataset.live = "reconnecting"; });
+  }
+
+  // ---- decisions by fetch ----------------------------------------------------
+  async function post(form, submitter) {
+    const body = new FormData(form, submitter);
+    const r = await fetch(form.action, {
+      method: "POST", body, credentials: "same-origin",
+      headers: { "Accept": "application/json", "X-CSRF-Token": csrf },
+    });
+    let payload = null;
+    try { payload = await r.json(); } catch (e) { /* not JSON */ }
+    return { ok: r.ok, status: r.status, payload };
+  }
+  function onDecide(ev) {
+    const form = ev.target;
+    if (!(form instanceof HTMLFormElement) || !form.classList.contains("decide")) return;
+    ev.preventDefault();
+    const err = form.querySelector(".form-error");
+    const buttons = form.querySelectorAll("button");
+    buttons.forEach((b) => { b.disabled = true; });
+    post(form, ev.submitter).then(({ ok, payload }) => {
+      if (ok) {
+        const article = form.closest("article");
+        if (article) article.remove();
+        say("Decision sent");
+        refresh();
+        return;
+      }
+      buttons.forEach((b) => { b.disabled = false; });
+      if (err) {
+        err.textContent = (payload && payload.error && payload.error.message) || "Could not send the decision";
+        err.hidden = false;
+      }
+    }, () => {
+      buttons.forEach((b) => { b.disabled = false; });
+      if (err) { err.textContent = "Network error: try again"; err.hidden = false; }
+    });
+  }
+
+  // ---- time left -------------------------------------------------------------
+  function tick() {
+    document.querySelectorAll("time[data-expires]").forEach((t) => {
+      if (!t.dataset.expires) return;
+      const left = Math.round((Date.parse(t.dataset.expires) - Date.now()) / 1000);
+      let text = "expired";
+      if (left > 0 && left < 60) text = `${left} s left`;
+      else if (left >= 60 && left < 3600) text = `${Math.floor(left / 60)} min left`;
+      else if (left >= 3600) text = `${Math.floor(left / 3600)} h ${Math.floor((left % 3600) / 60)} min left`;
+      if (t.textContent !== text) t.textContent = text;
+    });
+  }
+
+  // ---- address completion (names -> workspaces -> sessions) ------------------
+  function completion(input) {
+    const list = document.getElementById(input.getAttribute("aria-controls"));
+    if (!list || input.dataset.ready) return;
+    input.dataset.ready = "1";
+    let items = [];
+    let active = -1;
+    let timer = null;
+    const part = () => {
+      const v = input.value;
+      const i = v.lastIndexOf(",");
+      return { head: i < 0 ? "" : v.slice(0, i + 1) + " ", tail: (i < 0 ? v : v.slice(i + 1)).trim() };
+    };
+    const close = () => { list.hidden = true; input.setAttribute("aria-expanded", "false"); input.removeAttribute("aria-activedescendant"); active = -1; };
+    const choose = (i) => {
+      const it = items[i];
+      if (!it) return;
+      input.value = part().head + it.value;
+      close();
+      input.focus();
+      if (it.more) lookup();
+    };
+    const render = () => {
+      list.textContent = "";
+      items.forEach((it, i) => {
+        const li = document.createElement("li");
+        li.id = `${list.id}-${i}`;
+        li.setAttribute("role", "option");
+        li.setAttribute("aria-selected", i === active ? "true" : "false");
+        li.textContent = it.value;
+        if (it.hint) { const s = document.createElement("small"); s.textContent = it.hint; li.appendChild(s); }
+        li.addEventListener("mousedown", (e) => { e.preventDefault(); choose(i); });
+        list.appendChild(li);
+      });
+      const open = items.length > 0;
+      list.hidden = !open;
+      input.setAttribute("aria-expanded", open ? "true" : "false");
+      if (active >= 0) input.setAttribute("aria-activedescendant", `${list.id}-${active}`);
+      else input.removeAttribute("aria-activedescendant");
+    };
+    async function lookup() {
+      const q = part().tail;
+      if (!q) { items = []; close(); return; }
+      try {
+        const r = await fetch(`/suggest?q=${encodeURIComponent(q)}`, { credentials: "same-origin" });
+        if (!r.ok) return;
+        const d = await r.json();
+        items = [];
+        (d.names || []).forEach((n) => items.push(n.kind === "agent"
+          ? { value: `${n.name}@`, hint: "agent: choose a workspace next", more: true }
+          : { value: n.name, hint: "person" }));
+        (d.paths || []).forEach((p) => p.address && items.push({ value: `${p.address}.`, hint: "workspace: choose a session next, or 'new'", more: true }));
+        (d.sessions || []).forEach((s) => s.address && items.push({ value: s.address, hint: s.title || s.alias || "session" }));
+        active = -1;
+        render();
+      } catch (e) { /* offline */ }
+    }
+    input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(lookup, 120); });
+    input.addEventListener("keydown", (e) => {
+      if (list.hidden) return;
+      if (e.key === "ArrowDown") { active = (active + 1) % items.length; render(); e.preventDefault(); }
+      else if (e.key === "ArrowUp") { active = (active - 1 + items.length) % items.length; render(); e.preventDefault(); }
+      else if ((e.key === "Enter" || e.key === "Tab") && active >= 0) { choose(active); e.preventDefault(); }
+      else if (e.key === "Escape") { close(); e.preventDefault(); }
+    });
+    input.addEventListener("blur", () => setTimeout(close, 150));
+  }
+
+  // ---- uploads with progress ---------------------------------------------------
+  function uploads() {
+    const box = document.getElementById("attach");
+    const input = document.getElementById("files");
+    if (!box || !input || box.dataset.ready) return;
+    box.dataset.ready = "1";
+    box.hidden = false;
+    const ids = document.getElementById("attachment_ids");
+    const bar = document.getElementById("upload-progress");
+    const listed = document.getElementById("attached");
+    input.addEventListener("change", () => {
+      Array.from(input.files || []).forEach((file) => {
+        const fd = new FormData();
+        fd.append("file", file, file.name);
+        const xhr = new XMLHttpRequest();
+        xhr.open("POST", "/attachments");
+        xhr.setRequestHeader("X-CSRF-Token", csrf);
+        xhr.setRequestHeader("Accept", "application/json");
+        bar.hidden = false;
+        xhr.upload.addEventListener("progress", (e) => { if (e.lengthComputable) bar.value = Math.round((100 * e.loaded) / e.total); });
+        xhr.addEventListener("load", () => {
+          const li = document.createElement("li");
+          if (xhr.status === 201) {
+            const d = JSON.parse(xhr.responseText);
+            ids.value = ids.value ? `${ids.value},${d.attachment_id}` : d.attachment_id;
+            li.textContent = `${d.name} (${d.size} bytes)`;
+          } else {
+            li.textContent = `${file.name}: upload failed`;
+          }
+          listed.appendChild(li);
+          bar.value = 100;
+        });
+        xhr.send(fd);
+      });
+      input.value = "";
+    });
+  }
+
+  // ---- misc ------------------------------------------------------------------
+  function setup(root) {
+    root.querySelectorAll("details.group").forEach(watchGroup);
+    root.querySelectorAll("input[data-complete]").forEach(completion);
+    applyCollapse();
+    tick();
+  }
+  document.addEventListener("submit", onDecide);
+  document.addEventListener("click", (e) => {
+    const b = e.target instanceof Element ? e.target.closest("[data-copy]") : null;
+    if (!b) return;
+    const field = document.getElementById(b.dataset.copy);
+    if (!field) return;
+    field.select();
+    (navigator.clipboard ? navigator.clipboard.writeText(field.value) : Promise.reject()).then(
+      () => say("Copied"), () => { document.execCommand && document.execCommand("copy"); say("Copied"); });
+  });
+  document.addEventListener("DOMContentLoaded", () => {
+    setup(document);
+    uploads();
+    const n = document.getElementById("notify");
+    if (n && "Notification" in window && Notification.permission === "default") {
+      n.hidden = false;
+      n.addEventListener("click", () => Notification.requestPermission().then(() => { n.hidden = true; }));
+    }
+    setInterval(tick, 1000);
+    connect();
+  });
+})();
