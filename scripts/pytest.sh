@@ -11,6 +11,7 @@ if ! bash scripts/install-agent-clis.sh; then
   fi
   echo "warning: could not install the agent CLIs; their tests will skip" >&2
 fi
+bash scripts/install-test-deps.sh  # system Chromium and axe-core for tests/web
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?
