@@ -140,8 +140,7 @@
   }
 
   // ---- decisions by fetch ----------------------------------------------------
-  async function post(form, submitter) {
-    const body = new FormData(form, submitter);
+  async function post(form, body) {
     const r = await fetch(form.action, {
       method: "POST", body, credentials: "same-origin",
       headers: { "Accept": "application/json", "X-CSRF-Token": csrf },
@@ -155,9 +154,10 @@
     if (!(form instanceof HTMLFormElement) || !form.classList.contains("decide")) return;
     ev.preventDefault();
     const err = form.querySelector(".form-error");
+    const body = new FormData(form, ev.submitter); // before the buttons are disabled
     const buttons = form.querySelectorAll("button");
     buttons.forEach((b) => { b.disabled = true; });
-    post(form, ev.submitter).then(({ ok, payload }) => {
+    post(form, body).then(({ ok, payload }) => {
       if (ok) {
         const article = form.closest("article");
         if (article) article.remove();
