@@ -6,6 +6,7 @@ agent's stream is read until the decision frame arrives (with a deadline)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -556,6 +557,8 @@ def test_accessibility_and_screenshots(
             if bad:
                 serious[f"{path} {tag}"] = bad
     assert serious == {}
+    if os.environ.get("AGENTMAIL_UPDATE_DOCS_SCREENSHOTS") != "1":
+        return  # the artifacts are enough; the README's copies change only on request
     docs = ROOT / "docs" / "images"
     docs.mkdir(exist_ok=True)
     shutil.copy(artifacts / "mailbox-desktop.png", docs / "web-mailbox.png")
