@@ -369,12 +369,19 @@ def test_admin_adds_an_agent_and_sees_its_key_once(
     assert key.startswith("am_agent_")
     expect(page.get_by_role("button", name="Copy key")).to_be_visible()
     r = web.http.post(
-        "/api/v1/agent/heartbeat", json={}, headers={"Authorization": f"Bearer {key}"}
+        "/api/v1/agent/heartbeat",
+        json={"platform": "claude-code", "version": "2.1", "mode_enforcement": "native"},
+        headers={"Authorization": f"Bearer {key}"},
     )
     assert r.status_code == 200, r.text
     page.goto("/admin")
     expect(page.get_by_role("heading", name=name)).to_be_visible()
     assert key not in page.content()  # never shown again
+    page.goto("/contacts")  # the heartbeat made it online, with what it reported
+    expect(page.locator(f"#agent-{name}")).to_contain_text("online")
+    expect(page.locator(f"#agent-{name}")).to_contain_text("claude-code 2.1")
+    expect(page.locator(f"#agent-{name} .chip.enf-native")).to_have_text("native")
+    page.goto("/admin")
 
     page.get_by_label("New user's name").fill(f"carl{name[-5:]}")
     page.get_by_label("New user's password").fill("a-long-password")

@@ -205,7 +205,40 @@ async def suggest(gw: Gateway, who: Principal, q: str) -> dict[str, Any]:
 
 async def contacts(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        return await discovery.contacts(s, access.Reader(who))
+        items = await discovery.contacts(s, access.Reader(who))
+    for item in items:
+        kind = "user" if item.get("kind") == "human" else "agent"
+        item["online"] = gw.hub.connected(f"{kind}:{item['name']}") > 0
+    return items
+
+
+ONLINE_HEARTBEAT_S = 120
+
+
+async def agents_status(gw: Gateway) -> list[dict[str, Any]]:
+    """Every agent's platform, version, enforcement, last heartbeat and whether it
+    is online (an open stream, or a heartbeat in the last two minutes); no keys."""
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    out = []
+    for a in await agents(gw):
+        seen = a["last_seen_at"]
+        recent = seen is not None and (
+            (now - datetime.fromisoformat(seen)).total_seconds() < ONLINE_HEARTBEAT_S
+        )
+        out.append(
+            {
+                "name": a["name"],
+                "platform": a["platform"],
+                "version": a["version"],
+                "mode_enforcement": a["mode_enforcement"],
+                "last_seen_at": seen,
+                "streams": a["connected_streams"],
+                "online": bool(a["connected_streams"]) or recent,
+            }
+        )
+    return out
 
 
 async def grants(gw: Gateway, who: Principal) -> list[dict[str, Any]]:

@@ -436,6 +436,7 @@ async def contacts_page(request: Request) -> Response:
         "contacts.html",
         user,
         contacts=await data.contacts(gw, user.principal),
+        agents=await data.agents_status(gw),
         **await _common(request, user),
     )
 
