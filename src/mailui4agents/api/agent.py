@@ -6,16 +6,13 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
-from sqlalchemy import select
 
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.pages import page
+from mailui4agents.api.results import answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import error_from_validation
-from mailui4agents.db.tables import AgentRow
-from mailui4agents.db.types import utcnow
-from mailui4agents.domain.modes import normalise_enforcement
-from mailui4agents.services import access, content, identity, mail, platform_sessions, sessions
+from mailui4agents.services import access, agents, content, identity, mail, platform_sessions
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -52,28 +49,19 @@ async def heartbeat(
         errors = [{**err, "loc": ("body", *err["loc"])} for err in e.errors()]
         raise error_from_validation(request, RequestValidationError(errors), HeartbeatIn) from None
     unknown = sorted(set(body) - set(HeartbeatIn.model_fields))
-    workspaces = None if hb.workspaces is None else identity.normalised_workspaces(hb.workspaces)
+    report = agents.Heartbeat(
+        raw=body,
+        status=hb.status,
+        platform=hb.platform,
+        version=hb.version,
+        mode_enforcement=hb.mode_enforcement,
+        mode_reported="mode_enforcement" in body,
+        workspaces=None if hb.workspaces is None else identity.normalised_workspaces(hb.workspaces),
+        platform_sessions=reported,
+    )
     async with gw.write() as s:
-        row = await s.scalar(select(AgentRow).where(AgentRow.id == who.id))
-        assert row is not None
-        if hb.status is not None:
-            row.status = hb.status
-        if hb.platform is not None:
-            row.platform = hb.platform
-        if hb.version is not None:
-            row.version = hb.version
-        if "mode_enforcement" in body:
-            level = normalise_enforcement(hb.mode_enforcement)
-            if level != row.mode_enforcement:
-                row.mode_enforcement = level
-                await sessions.refresh_enforcement(s, who.name, level)
-        if workspaces is not None:
-            row.workspaces = workspaces
-        if reported is not None:
-            await platform_sessions.sync(s, who.name, reported)
-        row.heartbeat = body
-        row.last_seen_at = utcnow()
-    return {"ok": True, "unknown_fields": unknown, "mode_enforcement": row.mode_enforcement}
+        level = await agents.heartbeat(s, who, report)
+    return {"ok": True, "unknown_fields": unknown, "mode_enforcement": level}
 
 
 @router.post("/mail", status_code=201)
@@ -84,7 +72,7 @@ async def send_mail(
     async with gw.read() as r:  # lookups before the one writer is taken
         recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
     async with gw.write() as s:
-        status, out = await mail.send_mail(
+        result = await mail.send_mail(
             s,
             gw.settings,
             who,
@@ -100,8 +88,7 @@ async def send_mail(
             attachment_ids=[str(i) for i in body.attachment_ids],
             recipients=recipients,
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
 @router.get("/inbox")

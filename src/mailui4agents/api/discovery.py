@@ -13,8 +13,9 @@ from fastapi import APIRouter, Path, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
+from mailui4agents.api.results import answer
 from mailui4agents.api.schemas import ForwardIn, Limit
-from mailui4agents.errors import invalid_value
+from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, discovery, search
 
 agent_router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
@@ -39,11 +40,10 @@ async def agent_forward(
 ) -> dict[str, Any]:
     async with gw.write() as s:
         reader = await access.reader(s, who, str(body.session_id) if body.session_id else None)
-        status, out = await discovery.forward(
+        result = await discovery.forward(
             s, gw.settings, reader, mail_id, to=body.to, cc=body.cc, note=body.note
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
 @agent_router.get("/sessions/{id}/participants")
@@ -100,11 +100,10 @@ async def human_forward(
         # Refuse rather than ignore: people are not workspace-bound.
         raise invalid_value("session_id", "session_id is the read scope of agents; leave it out")
     async with gw.write() as s:
-        status, out = await discovery.forward(
+        result = await discovery.forward(
             s, gw.settings, access.Reader(who), mail_id, to=body.to, cc=body.cc, note=body.note
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
 @human_router.get("/contacts")

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
-from mailui4agents.errors import invalid_value
+from mailui4agents.domain.errors import invalid_value
 from mailui4agents.events import log
 from mailui4agents.events.hub import sse_frame
 from mailui4agents.services import identity

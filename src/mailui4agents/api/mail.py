@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
+from mailui4agents.api.results import answer
 from mailui4agents.api.schemas import Limit, MailCreate
 from mailui4agents.services import access, content, mail
 
@@ -22,7 +23,7 @@ async def send_mail(
     async with gw.read() as r:  # lookups before the one writer is taken
         recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
     async with gw.write() as s:
-        status, out = await mail.send_mail(
+        result = await mail.send_mail(
             s,
             gw.settings,
             who,
@@ -35,8 +36,7 @@ async def send_mail(
             attachment_ids=[str(i) for i in body.attachment_ids],
             recipients=recipients,
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
 @router.get("/mailbox")

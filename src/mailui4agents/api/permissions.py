@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
+from mailui4agents.api.results import answer
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
 from mailui4agents.db.tables import PermissionRow
-from mailui4agents.errors import not_found
 from mailui4agents.services import content, permissions
 
 router = APIRouter(prefix="/api/v1", tags=["permissions"])
@@ -30,7 +30,7 @@ async def create_permission(
         options=options,
     )
     async with gw.write() as s:
-        status, out = await permissions.create_request(
+        result = await permissions.create_request(
             s,
             who,
             session_id=str(body.session_id),
@@ -44,8 +44,7 @@ async def create_permission(
             multi_select=body.multi_select,
             timeout_s=body.timeout_s,
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
 @router.get("/agent/permissions/{request_id}")
@@ -60,10 +59,7 @@ async def get_permission(
 
     async def load() -> PermissionRow:
         async with gw.read() as s:
-            row = await permissions.get_request(s, request_id)
-        if row.agent_name != who.name:  # another agent's request does not exist for you
-            raise not_found(f"permission request '{request_id}'")
-        return row
+            return await permissions.own_request(s, who, request_id)
 
     async with gw.hub.waiter(who.key) as wake:
         row = await load()

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import Limit, NameIn, SessionPatch
-from mailui4agents.services import access, permissions, sessions
+from mailui4agents.services import sessions
 
 router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
 
@@ -32,9 +32,7 @@ async def list_sessions(
 @router.get("/{session_id}")
 async def get_session(session_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
-        row = await sessions.get_session(s, session_id)
-        await access.Reader(who).ensure_read(s, row, f"session '{session_id}'")
-        return await sessions.describe(s, row, who.name)
+        return await sessions.show_session(s, who, session_id)
 
 
 @router.patch("/{session_id}")
@@ -42,14 +40,9 @@ async def update_session(
     session_id: str, body: SessionPatch, who: Human, gw: GatewayDep
 ) -> dict[str, Any]:
     async with gw.write() as s:
-        out = await sessions.update_session(
+        return await sessions.update_session(
             s, who, session_id, body.alias, body.permission_mode, body.archived
         )
-        if body.archived:
-            # Nothing stays pending in an archived session: its waiters are told now.
-            await permissions.cancel_pending(s, session_id, who.name)
-            out["pending_permissions"] = 0
-        return out
 
 
 @router.get("/{session_id}/deciders")
