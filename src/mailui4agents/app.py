@@ -28,6 +28,7 @@ from mailui4agents.api import (
 from mailui4agents.api.body_guard import BodyGuard
 from mailui4agents.api.errors import error_handler
 from mailui4agents.api.http_errors import http_error_handler, internal_error_handler
+from mailui4agents.api.openapi import document_errors
 from mailui4agents.api.uploads import FRAMING_SLACK, UPLOAD_PATHS
 from mailui4agents.api.validation import validation_handler
 from mailui4agents.db import migrate
@@ -118,4 +119,5 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         app.include_router(module.router)
     app.include_router(discovery.router)
     app.include_router(attachments.router)
+    document_errors(app)
     return app

@@ -9,10 +9,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.pages import page
-from mailui4agents.api.results import answer
+from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import error_from_validation
 from mailui4agents.services import access, agents, content, identity, mail, platform_sessions
+from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -64,7 +65,13 @@ async def heartbeat(
     return {"ok": True, "unknown_fields": unknown, "mode_enforcement": level}
 
 
-@router.post("/mail", status_code=201)
+@router.post(
+    "/mail",
+    status_code=201,
+    response_model=MailOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def send_mail(
     body: AgentMailCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
@@ -91,7 +98,7 @@ async def send_mail(
     return answer(result, response)
 
 
-@router.get("/inbox")
+@router.get("/inbox", response_model=Page[InboxItem], response_model_exclude_unset=True)
 async def inbox(
     who: Agent,
     gw: GatewayDep,
@@ -131,7 +138,7 @@ async def mark_read(body: MarkRead, who: Agent, gw: GatewayDep) -> dict[str, Any
     return {"marked": n}
 
 
-@router.get("/mail/{mail_id}")
+@router.get("/mail/{mail_id}", response_model=MailOut, response_model_exclude_unset=True)
 async def read_mail(
     mail_id: str,
     who: Agent,
@@ -144,7 +151,9 @@ async def read_mail(
         return await mail.read_mail(s, reader, mail_id, body_limit=body_limit)
 
 
-@router.get("/mail/{mail_id}/thread")
+@router.get(
+    "/mail/{mail_id}/thread", response_model=Page[MailOut], response_model_exclude_unset=True
+)
 async def thread(
     mail_id: str,
     who: Agent,

@@ -10,11 +10,12 @@ from fastapi import APIRouter
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.schemas import InteractiveSessionIn
 from mailui4agents.services import access, agents, identity, session_view
+from mailui4agents.wire.models import SessionOut
 
 router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
 
 
-@router.get("/{session_id}")
+@router.get("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)
 async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
         # The session itself is the scope: an agent may look up (for its mode) any
@@ -25,7 +26,7 @@ async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> dict[str, 
         )
 
 
-@router.post("/interactive")
+@router.post("/interactive", response_model=SessionOut, response_model_exclude_unset=True)
 async def interactive_session(
     body: InteractiveSessionIn, who: Agent, gw: GatewayDep
 ) -> dict[str, Any]:

@@ -13,10 +13,11 @@ from fastapi import APIRouter, Path, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
-from mailui4agents.api.results import answer
+from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import ForwardIn, Limit
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, discovery, search
+from mailui4agents.wire.models import Duplicate, MailOut
 
 agent_router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 human_router = APIRouter(prefix="/api/v1", tags=["mail"])
@@ -34,7 +35,13 @@ Partial = Annotated[str, Query(description="A partial address: name, name@path o
 # -- agents -----------------------------------------------------------------------------
 
 
-@agent_router.post("/mail/{mail_id}/forward", status_code=201)
+@agent_router.post(
+    "/mail/{mail_id}/forward",
+    status_code=201,
+    response_model=MailOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def agent_forward(
     mail_id: str, body: ForwardIn, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
@@ -92,7 +99,13 @@ async def agent_search(
 # -- humans -----------------------------------------------------------------------------
 
 
-@human_router.post("/mail/{mail_id}/forward", status_code=201)
+@human_router.post(
+    "/mail/{mail_id}/forward",
+    status_code=201,
+    response_model=MailOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def human_forward(
     mail_id: str, body: ForwardIn, who: Human, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:

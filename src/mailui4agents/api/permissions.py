@@ -9,15 +9,22 @@ from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
-from mailui4agents.api.results import answer
+from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
 from mailui4agents.db.tables import PermissionRow
 from mailui4agents.services import content, permissions
+from mailui4agents.wire.models import Duplicate, GrantOut, Page, PermissionOut
 
 router = APIRouter(prefix="/api/v1", tags=["permissions"])
 
 
-@router.post("/agent/permissions", status_code=201)
+@router.post(
+    "/agent/permissions",
+    status_code=201,
+    response_model=PermissionOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def create_permission(
     body: PermissionCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
@@ -47,7 +54,11 @@ async def create_permission(
     return answer(result, response)
 
 
-@router.get("/agent/permissions/{request_id}")
+@router.get(
+    "/agent/permissions/{request_id}",
+    response_model=PermissionOut,
+    response_model_exclude_unset=True,
+)
 async def get_permission(
     request_id: str,
     who: Agent,
@@ -73,7 +84,7 @@ async def get_permission(
     return permissions.permission_out(row)
 
 
-@router.get("/permissions")
+@router.get("/permissions", response_model=Page[PermissionOut], response_model_exclude_unset=True)
 async def list_permissions(
     who: Human,
     gw: GatewayDep,
@@ -87,7 +98,11 @@ async def list_permissions(
     return page(items, None)
 
 
-@router.post("/permissions/{request_id}/decision")
+@router.post(
+    "/permissions/{request_id}/decision",
+    response_model=PermissionOut,
+    response_model_exclude_unset=True,
+)
 async def decide_permission(
     request_id: str, body: DecisionIn, who: Human, gw: GatewayDep
 ) -> dict[str, Any]:
@@ -105,7 +120,7 @@ async def decide_permission(
         )
 
 
-@router.get("/grants")
+@router.get("/grants", response_model=Page[GrantOut], response_model_exclude_unset=True)
 async def list_grants(
     who: Human, gw: GatewayDep, session_id: str | None = None, include_revoked: bool = False
 ) -> dict[str, Any]:
@@ -113,7 +128,7 @@ async def list_grants(
         return page(await permissions.list_grants(s, who, session_id, include_revoked), None)
 
 
-@router.delete("/grants/{grant_id}")
+@router.delete("/grants/{grant_id}", response_model=GrantOut, response_model_exclude_unset=True)
 async def revoke_grant(grant_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
         return await permissions.revoke_grant(s, who, grant_id)

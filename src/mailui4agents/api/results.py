@@ -8,6 +8,15 @@ from typing import Any
 from fastapi import Response
 
 from mailui4agents.domain.results import Duplicate, Opened, Sent
+from mailui4agents.wire import models as wire
+
+# The 200 of a write whose relay key was used before (the 201 is the route's own).
+DUPLICATE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": wire.Duplicate,
+        "description": "This relay key was used before: nothing was written",
+    }
+}
 
 
 def answer(result: Sent | Opened | Duplicate, response: Response) -> dict[str, Any]:

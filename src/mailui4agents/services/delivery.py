@@ -19,6 +19,7 @@ from mailui4agents.events import log
 from mailui4agents.services import attachments
 from mailui4agents.services.principals import principal_key
 from mailui4agents.services.views import MailContext, delivery_fields
+from mailui4agents.wire.events import EventType
 
 
 async def deliver(
@@ -75,5 +76,5 @@ async def deliver(
     await s.flush()
     ctx = MailContext(mail, session, rows, list(files))
     events = [(principal_key(r.name, r.is_human), delivery_fields(ctx, r.name)) for r in rows]
-    await log.append_each(s, "new_mail", events)
+    await log.append_each(s, EventType.NEW_MAIL, events)
     return ctx

@@ -26,6 +26,7 @@ from mailui4agents.services import access, delivery, limits
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.session_view import get_session
+from mailui4agents.wire.events import EventType
 
 DEFAULT_TIMEOUT_S = 600
 
@@ -173,7 +174,7 @@ async def create_request(
             row.decided_by, row.decided_at, row.grant_id = f"grant:{grant.id}", now, grant.id
             if not await _insert(s, row):
                 return await _duplicate(s, agent.name, relay_key)
-            await log.append(s, [agent.key], "permission_decision", decision_event(row))
+            await log.append(s, [agent.key], EventType.PERMISSION_DECISION, decision_event(row))
             return Opened(permission_out(row, session))
 
     # Asked of the session's deciders only: a human the agent cc'd in is not one.
@@ -196,7 +197,7 @@ async def create_request(
     row.mail_id = ctx.mail.id
     await s.flush()
     out = permission_out(row, session)
-    await log.append(s, [principal_key(h, True) for h in humans], "permission_request", out)
+    await log.append(s, [principal_key(h, True) for h in humans], EventType.PERMISSION_REQUEST, out)
     return Opened(out)
 
 
@@ -377,7 +378,7 @@ async def _announce(
     )
     humans = await access.deciders(s, session.id)
     targets = [principal_key(row.agent_name, False), *(principal_key(h, True) for h in humans)]
-    await log.append(s, targets, "permission_decision", decision_event(row))
+    await log.append(s, targets, EventType.PERMISSION_DECISION, decision_event(row))
 
 
 async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: str) -> int:

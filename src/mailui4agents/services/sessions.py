@@ -26,6 +26,7 @@ from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.session_view import audience, describe, get_session
 from mailui4agents.settings import Settings
+from mailui4agents.wire.events import EventType
 
 
 async def check_rate_limit(s: AsyncSession, settings: Settings, creator: str) -> None:
@@ -139,7 +140,7 @@ async def refresh_enforcement(s: AsyncSession, agent: str, enforcement: str) -> 
         row.permission_enforcement = enforcement
         await s.flush()
         out = await describe(s, row, agent)
-        await log.append(s, await audience(s, row.id), "session_update", out)
+        await log.append(s, await audience(s, row.id), EventType.SESSION_UPDATE, out)
 
 
 async def by_alias(s: AsyncSession, workspace: str, alias: str, sender: Principal) -> SessionRow:
@@ -402,7 +403,7 @@ async def update_session(
         # before the session_update below counts what is still pending.
         await permissions.cancel_pending(s, row.id, who.name)
     out = await describe(s, row, who.name)
-    await log.append(s, await audience(s, row.id), "session_update", out)
+    await log.append(s, await audience(s, row.id), EventType.SESSION_UPDATE, out)
     return out
 
 
@@ -440,5 +441,5 @@ async def change_deciders(
         await access.remove_decider(s, row, remove)
     await s.flush()
     out = await describe(s, row, who.name)
-    await log.append(s, await audience(s, row.id), "session_update", out)
+    await log.append(s, await audience(s, row.id), EventType.SESSION_UPDATE, out)
     return [decider_out(d) for d in await access.decider_rows(s, row.id)]
