@@ -26,11 +26,14 @@ from mailui4agents.api import (
     sessions,
 )
 from mailui4agents.api.body_guard import BodyGuard
+from mailui4agents.api.errors import error_handler
 from mailui4agents.api.http_errors import http_error_handler, internal_error_handler
+from mailui4agents.api.openapi import document_errors
 from mailui4agents.api.uploads import FRAMING_SLACK, UPLOAD_PATHS
-from mailui4agents.api.validation import api_error_handler, validation_handler
+from mailui4agents.api.validation import validation_handler
 from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
+from mailui4agents.domain.errors import DomainError
 from mailui4agents.errors import ApiError
 from mailui4agents.events.hub import EventHub
 from mailui4agents.private_files import private_dir, private_file
@@ -102,7 +105,8 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         redoc_url=None,
         lifespan=lifespan,
     )
-    app.add_exception_handler(ApiError, api_error_handler)
+    app.add_exception_handler(ApiError, error_handler)
+    app.add_exception_handler(DomainError, error_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(HTTPException, http_error_handler)
     app.add_exception_handler(Exception, internal_error_handler)
@@ -117,4 +121,5 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(discovery.router)
     app.include_router(attachments.router)
     app.include_router(web_views.router)  # the web UI (docs/web.md)
+    document_errors(app)
     return app

@@ -1,4 +1,6 @@
-"""The one error shape of the API, raised from services and routes alike."""
+"""Errors raised by the HTTP layer itself (authentication, body limits, unknown
+routes): a status, the one `{"error": {...}}` body, and headers. Services raise
+domain errors instead (domain/errors.py); api/errors.py maps those to statuses."""
 
 from __future__ import annotations
 
@@ -32,19 +34,3 @@ class ApiError(Exception):
             err["field"] = self.field
         err.update(self.extra)
         return {"error": err}
-
-
-def not_found(what: str, **extra: Any) -> ApiError:
-    return ApiError(404, "not_found", f"{what} not found", **extra)
-
-
-def forbidden(message: str) -> ApiError:
-    return ApiError(403, "forbidden", message)
-
-
-def conflict(message: str, **extra: Any) -> ApiError:
-    return ApiError(409, "conflict", message, **extra)
-
-
-def invalid_value(field: str, message: str, **extra: Any) -> ApiError:
-    return ApiError(400, "invalid_value", message, field=field, **extra)

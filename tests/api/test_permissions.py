@@ -213,6 +213,36 @@ async def test_archiving_cancels_pending_requests(api: Api, session: dict[str, A
     assert r.json()["status"] == "cancelled"
 
 
+async def test_archiving_tells_the_same_pending_count_in_its_event_and_its_answer(
+    api: Api, session: dict[str, Any]
+) -> None:
+    """The cancel happens inside the update, before its session_update is built:
+    once the event said pending_permissions 1 while the PATCH answered 0."""
+    from sqlalchemy import select
+
+    from mailui4agents.db.tables import EventRow
+
+    await ask(api, session)
+    r = await api.http.patch(
+        f"/api/v1/sessions/{session['session_id']}",
+        json={"archived": True},
+        headers=api.auth("ana"),
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["pending_permissions"] == 0
+    gw = api.http._transport.app.state.gateway  # type: ignore[attr-defined]
+    async with gw.db.read() as s:
+        events = (
+            await s.scalars(
+                select(EventRow)
+                .where(EventRow.principal == "user:ana", EventRow.type == "session_update")
+                .order_by(EventRow.id)
+            )
+        ).all()
+    assert [e.data["status"] for e in events] == ["archived"]
+    assert events[-1].data == r.json()
+
+
 async def test_unanswered_request_expires(api: Api, session: dict[str, Any]) -> None:
     req = (await ask(api, session, timeout_s=1)).json()
     r = await api.http.get(

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from mailui4agents.app import start_gateway
 from mailui4agents.db.tables import AttachmentRow, BlobRow, MailAttachmentRow, MailRow, SessionRow
 from mailui4agents.db.types import utcnow
-from mailui4agents.errors import ApiError
+from mailui4agents.domain.errors import TooLarge
 from mailui4agents.services import attachments, blobs, scheduler
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
@@ -116,9 +116,9 @@ async def test_a_write_past_the_limit_is_refused_and_deletes_its_temp_file(
     await writer.write(b"x" * 1000)
     assert len(files_under(store.tmp)) == 1
     await writer.write(b"x" * 24)  # exactly the limit (1024) is fine
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(TooLarge) as refused:
         await writer.write(b"x")
-    assert (refused.value.status, refused.value.code) == (413, "too_large")
+    assert (refused.value.code, refused.value.limit) == ("too_large", 1024)
     assert files_under(store.root) == []
 
 

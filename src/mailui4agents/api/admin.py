@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from sqlalchemy import select
 
 from mailui4agents.api.deps import Admin, GatewayDep
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import AgentCreate, NameIn, UserCreate
-from mailui4agents.db.tables import AgentRow, UserRow
 from mailui4agents.services import identity
 from mailui4agents.services.identity import fmt_time
 
@@ -44,8 +42,7 @@ async def create_user(body: UserCreate, _: Admin, gw: GatewayDep) -> dict[str, A
 @router.get("/users")
 async def list_users(_: Admin, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
-        rows = (await s.scalars(select(UserRow).order_by(UserRow.username))).all()
-    return page([identity.user_out(r) for r in rows], None)
+        return page(await identity.list_users(s), None)
 
 
 @router.post("/agents", status_code=201)
@@ -94,11 +91,7 @@ async def remove_agent_owner(name: str, username: str, _: Admin, gw: GatewayDep)
 @router.get("/agents")
 async def list_agents(_: Admin, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
-        rows = (await s.scalars(select(AgentRow).order_by(AgentRow.name))).all()
-        items = [await identity.agent_out(s, r) for r in rows]
-    for item in items:
-        item["connected_streams"] = gw.hub.connected(f"agent:{item['name']}")
-    return page(items, None)
+        return page(await identity.list_agents(s, gw.hub.connected), None)
 
 
 @router.post("/agents/{name}/keys", status_code=201)

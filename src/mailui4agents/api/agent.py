@@ -6,16 +6,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
-from sqlalchemy import select
 
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.pages import page
+from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import error_from_validation
-from mailui4agents.db.tables import AgentRow
-from mailui4agents.db.types import utcnow
-from mailui4agents.domain.modes import normalise_enforcement
-from mailui4agents.services import access, content, identity, mail, platform_sessions, sessions
+from mailui4agents.services import access, agents, content, identity, mail, platform_sessions
+from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -52,31 +50,28 @@ async def heartbeat(
         errors = [{**err, "loc": ("body", *err["loc"])} for err in e.errors()]
         raise error_from_validation(request, RequestValidationError(errors), HeartbeatIn) from None
     unknown = sorted(set(body) - set(HeartbeatIn.model_fields))
-    workspaces = None if hb.workspaces is None else identity.normalised_workspaces(hb.workspaces)
+    report = agents.Heartbeat(
+        raw=body,
+        status=hb.status,
+        platform=hb.platform,
+        version=hb.version,
+        mode_enforcement=hb.mode_enforcement,
+        mode_reported="mode_enforcement" in body,
+        workspaces=None if hb.workspaces is None else identity.normalised_workspaces(hb.workspaces),
+        platform_sessions=reported,
+    )
     async with gw.write() as s:
-        row = await s.scalar(select(AgentRow).where(AgentRow.id == who.id))
-        assert row is not None
-        if hb.status is not None:
-            row.status = hb.status
-        if hb.platform is not None:
-            row.platform = hb.platform
-        if hb.version is not None:
-            row.version = hb.version
-        if "mode_enforcement" in body:
-            level = normalise_enforcement(hb.mode_enforcement)
-            if level != row.mode_enforcement:
-                row.mode_enforcement = level
-                await sessions.refresh_enforcement(s, who.name, level)
-        if workspaces is not None:
-            row.workspaces = workspaces
-        if reported is not None:
-            await platform_sessions.sync(s, who.name, reported)
-        row.heartbeat = body
-        row.last_seen_at = utcnow()
-    return {"ok": True, "unknown_fields": unknown, "mode_enforcement": row.mode_enforcement}
+        level = await agents.heartbeat(s, who, report)
+    return {"ok": True, "unknown_fields": unknown, "mode_enforcement": level}
 
 
-@router.post("/mail", status_code=201)
+@router.post(
+    "/mail",
+    status_code=201,
+    response_model=MailOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def send_mail(
     body: AgentMailCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
@@ -84,7 +79,7 @@ async def send_mail(
     async with gw.read() as r:  # lookups before the one writer is taken
         recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
     async with gw.write() as s:
-        status, out = await mail.send_mail(
+        result = await mail.send_mail(
             s,
             gw.settings,
             who,
@@ -100,11 +95,10 @@ async def send_mail(
             attachment_ids=[str(i) for i in body.attachment_ids],
             recipients=recipients,
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
-@router.get("/inbox")
+@router.get("/inbox", response_model=Page[InboxItem], response_model_exclude_unset=True)
 async def inbox(
     who: Agent,
     gw: GatewayDep,
@@ -144,7 +138,7 @@ async def mark_read(body: MarkRead, who: Agent, gw: GatewayDep) -> dict[str, Any
     return {"marked": n}
 
 
-@router.get("/mail/{mail_id}")
+@router.get("/mail/{mail_id}", response_model=MailOut, response_model_exclude_unset=True)
 async def read_mail(
     mail_id: str,
     who: Agent,
@@ -157,7 +151,9 @@ async def read_mail(
         return await mail.read_mail(s, reader, mail_id, body_limit=body_limit)
 
 
-@router.get("/mail/{mail_id}/thread")
+@router.get(
+    "/mail/{mail_id}/thread", response_model=Page[MailOut], response_model_exclude_unset=True
+)
 async def thread(
     mail_id: str,
     who: Agent,

@@ -9,26 +9,29 @@ from fastapi import APIRouter
 
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.schemas import InteractiveSessionIn
-from mailui4agents.services import access, identity, sessions
+from mailui4agents.services import access, agents, identity, session_view
+from mailui4agents.wire.models import SessionOut
 
 router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
 
 
-@router.get("/{session_id}")
+@router.get("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)
 async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
         # The session itself is the scope: an agent may look up (for its mode) any
         # session it takes part in.
         reader = await access.reader(s, who, session_id)
-        return await sessions.describe(s, await sessions.get_session(s, session_id), reader.name)
+        return await session_view.describe(
+            s, await session_view.get_session(s, session_id), reader.name
+        )
 
 
-@router.post("/interactive")
+@router.post("/interactive", response_model=SessionOut, response_model_exclude_unset=True)
 async def interactive_session(
     body: InteractiveSessionIn, who: Agent, gw: GatewayDep
 ) -> dict[str, Any]:
     async with gw.write() as s:
-        row = await sessions.interactive_session(
+        row = await agents.interactive_session(
             s,
             gw.settings,
             who,
@@ -37,4 +40,4 @@ async def interactive_session(
             cwd=identity.normalised_workspace(body.cwd, "cwd"),
             title=body.title,
         )
-        return await sessions.describe(s, row, who.name)
+        return await session_view.describe(s, row, who.name)

@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from mailui4agents.errors import ApiError, forbidden
+from mailui4agents.domain.errors import forbidden
+from mailui4agents.errors import ApiError
 from mailui4agents.services import identity
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway

@@ -13,9 +13,11 @@ from fastapi import APIRouter, Path, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
+from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import ForwardIn, Limit
-from mailui4agents.errors import invalid_value
+from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, discovery, search
+from mailui4agents.wire.models import Duplicate, MailOut
 
 agent_router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 human_router = APIRouter(prefix="/api/v1", tags=["mail"])
@@ -33,17 +35,22 @@ Partial = Annotated[str, Query(description="A partial address: name, name@path o
 # -- agents -----------------------------------------------------------------------------
 
 
-@agent_router.post("/mail/{mail_id}/forward", status_code=201)
+@agent_router.post(
+    "/mail/{mail_id}/forward",
+    status_code=201,
+    response_model=MailOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def agent_forward(
     mail_id: str, body: ForwardIn, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
     async with gw.write() as s:
         reader = await access.reader(s, who, str(body.session_id) if body.session_id else None)
-        status, out = await discovery.forward(
+        result = await discovery.forward(
             s, gw.settings, reader, mail_id, to=body.to, cc=body.cc, note=body.note
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
 @agent_router.get("/sessions/{id}/participants")
@@ -92,7 +99,13 @@ async def agent_search(
 # -- humans -----------------------------------------------------------------------------
 
 
-@human_router.post("/mail/{mail_id}/forward", status_code=201)
+@human_router.post(
+    "/mail/{mail_id}/forward",
+    status_code=201,
+    response_model=MailOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def human_forward(
     mail_id: str, body: ForwardIn, who: Human, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
@@ -100,11 +113,10 @@ async def human_forward(
         # Refuse rather than ignore: people are not workspace-bound.
         raise invalid_value("session_id", "session_id is the read scope of agents; leave it out")
     async with gw.write() as s:
-        status, out = await discovery.forward(
+        result = await discovery.forward(
             s, gw.settings, access.Reader(who), mail_id, to=body.to, cc=body.cc, note=body.note
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
 @human_router.get("/contacts")

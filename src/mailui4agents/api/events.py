@@ -19,12 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
-from mailui4agents.errors import invalid_value
+from mailui4agents.domain.errors import invalid_value
 from mailui4agents.events import log
 from mailui4agents.events.hub import sse_frame
 from mailui4agents.services import identity
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
+from mailui4agents.wire.events import EventType
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 
@@ -71,7 +72,7 @@ async def _stream(
             # The client's Last-Event-ID is ahead of the log (a restore from backup):
             # events it would wait for may never come; it must catch up through the
             # inbox and resume from the id given here (docs/design.md, "Events").
-            yield sse_frame(after, "reset", reset)
+            yield sse_frame(after, EventType.RESET, reset)
         recheck_every = gw.settings.sse_token_recheck_s
         sub.until, sub.next_check = until, time.monotonic() + recheck_every
         while True:

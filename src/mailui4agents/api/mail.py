@@ -8,13 +8,21 @@ from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
+from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import Limit, MailCreate
 from mailui4agents.services import access, content, mail
+from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page
 
 router = APIRouter(prefix="/api/v1", tags=["mail"])
 
 
-@router.post("/mail", status_code=201)
+@router.post(
+    "/mail",
+    status_code=201,
+    response_model=MailOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def send_mail(
     body: MailCreate, who: Human, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
@@ -22,7 +30,7 @@ async def send_mail(
     async with gw.read() as r:  # lookups before the one writer is taken
         recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
     async with gw.write() as s:
-        status, out = await mail.send_mail(
+        result = await mail.send_mail(
             s,
             gw.settings,
             who,
@@ -35,11 +43,10 @@ async def send_mail(
             attachment_ids=[str(i) for i in body.attachment_ids],
             recipients=recipients,
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
-@router.get("/mailbox")
+@router.get("/mailbox", response_model=Page[InboxItem], response_model_exclude_unset=True)
 async def mailbox(
     who: Human,
     gw: GatewayDep,
@@ -68,13 +75,15 @@ async def mailbox(
     return page(items, nxt)
 
 
-@router.get("/mail/{mail_id}")
+@router.get("/mail/{mail_id}", response_model=MailOut, response_model_exclude_unset=True)
 async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
         return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
 
 
-@router.get("/mail/{mail_id}/thread")
+@router.get(
+    "/mail/{mail_id}/thread", response_model=Page[MailOut], response_model_exclude_unset=True
+)
 async def thread(
     mail_id: str, who: Human, gw: GatewayDep, limit: Limit = 50, cursor: str | None = None
 ) -> dict[str, Any]:

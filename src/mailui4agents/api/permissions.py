@@ -9,15 +9,22 @@ from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
+from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
 from mailui4agents.db.tables import PermissionRow
-from mailui4agents.errors import not_found
 from mailui4agents.services import content, permissions
+from mailui4agents.wire.models import Duplicate, GrantOut, Page, PermissionOut
 
 router = APIRouter(prefix="/api/v1", tags=["permissions"])
 
 
-@router.post("/agent/permissions", status_code=201)
+@router.post(
+    "/agent/permissions",
+    status_code=201,
+    response_model=PermissionOut | Duplicate,
+    response_model_exclude_unset=True,
+    responses=DUPLICATE,
+)
 async def create_permission(
     body: PermissionCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> dict[str, Any]:
@@ -30,7 +37,7 @@ async def create_permission(
         options=options,
     )
     async with gw.write() as s:
-        status, out = await permissions.create_request(
+        result = await permissions.create_request(
             s,
             who,
             session_id=str(body.session_id),
@@ -44,11 +51,14 @@ async def create_permission(
             multi_select=body.multi_select,
             timeout_s=body.timeout_s,
         )
-    response.status_code = status
-    return out
+    return answer(result, response)
 
 
-@router.get("/agent/permissions/{request_id}")
+@router.get(
+    "/agent/permissions/{request_id}",
+    response_model=PermissionOut,
+    response_model_exclude_unset=True,
+)
 async def get_permission(
     request_id: str,
     who: Agent,
@@ -60,10 +70,7 @@ async def get_permission(
 
     async def load() -> PermissionRow:
         async with gw.read() as s:
-            row = await permissions.get_request(s, request_id)
-        if row.agent_name != who.name:  # another agent's request does not exist for you
-            raise not_found(f"permission request '{request_id}'")
-        return row
+            return await permissions.own_request(s, who, request_id)
 
     async with gw.hub.waiter(who.key) as wake:
         row = await load()
@@ -77,7 +84,7 @@ async def get_permission(
     return permissions.permission_out(row)
 
 
-@router.get("/permissions")
+@router.get("/permissions", response_model=Page[PermissionOut], response_model_exclude_unset=True)
 async def list_permissions(
     who: Human,
     gw: GatewayDep,
@@ -91,7 +98,11 @@ async def list_permissions(
     return page(items, None)
 
 
-@router.post("/permissions/{request_id}/decision")
+@router.post(
+    "/permissions/{request_id}/decision",
+    response_model=PermissionOut,
+    response_model_exclude_unset=True,
+)
 async def decide_permission(
     request_id: str, body: DecisionIn, who: Human, gw: GatewayDep
 ) -> dict[str, Any]:
@@ -109,7 +120,7 @@ async def decide_permission(
         )
 
 
-@router.get("/grants")
+@router.get("/grants", response_model=Page[GrantOut], response_model_exclude_unset=True)
 async def list_grants(
     who: Human, gw: GatewayDep, session_id: str | None = None, include_revoked: bool = False
 ) -> dict[str, Any]:
@@ -117,7 +128,7 @@ async def list_grants(
         return page(await permissions.list_grants(s, who, session_id, include_revoked), None)
 
 
-@router.delete("/grants/{grant_id}")
+@router.delete("/grants/{grant_id}", response_model=GrantOut, response_model_exclude_unset=True)
 async def revoke_grant(grant_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
         return await permissions.revoke_grant(s, who, grant_id)

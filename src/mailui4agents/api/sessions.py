@@ -9,12 +9,13 @@ from fastapi import APIRouter
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import Limit, NameIn, SessionPatch
-from mailui4agents.services import access, permissions, sessions
+from mailui4agents.services import sessions
+from mailui4agents.wire.models import DeciderOut, Page, SessionOut
 
 router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
 
 
-@router.get("")
+@router.get("", response_model=Page[SessionOut], response_model_exclude_unset=True)
 async def list_sessions(
     who: Human,
     gw: GatewayDep,
@@ -29,37 +30,37 @@ async def list_sessions(
     return page(items, nxt)
 
 
-@router.get("/{session_id}")
+@router.get("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)
 async def get_session(session_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.read() as s:
-        row = await sessions.get_session(s, session_id)
-        await access.Reader(who).ensure_read(s, row, f"session '{session_id}'")
-        return await sessions.describe(s, row, who.name)
+        return await sessions.show_session(s, who, session_id)
 
 
-@router.patch("/{session_id}")
+@router.patch("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)
 async def update_session(
     session_id: str, body: SessionPatch, who: Human, gw: GatewayDep
 ) -> dict[str, Any]:
     async with gw.write() as s:
-        out = await sessions.update_session(
+        return await sessions.update_session(
             s, who, session_id, body.alias, body.permission_mode, body.archived
         )
-        if body.archived:
-            # Nothing stays pending in an archived session: its waiters are told now.
-            await permissions.cancel_pending(s, session_id, who.name)
-            out["pending_permissions"] = 0
-        return out
 
 
-@router.get("/{session_id}/deciders")
+@router.get(
+    "/{session_id}/deciders", response_model=Page[DeciderOut], response_model_exclude_unset=True
+)
 async def list_deciders(session_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     """Who may decide requests and change the mode: owners and named deciders."""
     async with gw.read() as s:
         return page(await sessions.list_deciders(s, who, session_id), None)
 
 
-@router.post("/{session_id}/deciders", status_code=201)
+@router.post(
+    "/{session_id}/deciders",
+    status_code=201,
+    response_model=Page[DeciderOut],
+    response_model_exclude_unset=True,
+)
 async def add_decider(session_id: str, body: NameIn, who: Human, gw: GatewayDep) -> dict[str, Any]:
     """An owner names another person who may decide (owners only)."""
     async with gw.write() as s:
@@ -67,7 +68,11 @@ async def add_decider(session_id: str, body: NameIn, who: Human, gw: GatewayDep)
     return page(items, None)
 
 
-@router.delete("/{session_id}/deciders/{name}")
+@router.delete(
+    "/{session_id}/deciders/{name}",
+    response_model=Page[DeciderOut],
+    response_model_exclude_unset=True,
+)
 async def remove_decider(session_id: str, name: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
     async with gw.write() as s:
         items = await sessions.change_deciders(s, who, session_id, add=None, remove=name)

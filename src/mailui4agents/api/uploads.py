@@ -16,7 +16,8 @@ from fastapi import Request
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from mailui4agents.errors import ApiError, invalid_value
+from mailui4agents.domain.errors import invalid_value
+from mailui4agents.errors import ApiError
 from mailui4agents.services.blobs import too_large
 
 if TYPE_CHECKING:  # a typing-only name in python_multipart

@@ -128,8 +128,3 @@ async def validation_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     err = error_from_validation(request, exc)
     return JSONResponse(err.body(), status_code=err.status)
-
-
-async def api_error_handler(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ApiError)
-    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mailui4agents.client import Event, MailOut
+from mailui4agents.wire.events import EventType
 
 
 def one_line(text: str) -> str:
@@ -60,16 +61,16 @@ def event_json(event: Event) -> str:
 
 def _summary(event: Event) -> str:
     data: dict[str, Any] = event.data
-    if event.type == "new_mail":
+    if event.type == EventType.NEW_MAIL:
         to = ", ".join(str(address) for address in data.get("to") or [])
         return one_line(f"{data.get('from') or '?'} → {to or '?'}: {data.get('subject') or ''}")
-    if event.type == "permission_request":
+    if event.type == EventType.PERMISSION_REQUEST:
         what = data.get("summary") or data.get("tool_name") or data.get("kind")
         return one_line(f"{what} (request {data.get('id')}, session {data.get('session_id')})")
-    if event.type == "permission_decision":
+    if event.type == EventType.PERMISSION_DECISION:
         by = f" by {data['decided_by']}" if data.get("decided_by") else ""
         return one_line(f"{data.get('decision')} for request {data.get('request_id')}{by}")
-    if event.type == "session_update":
+    if event.type == EventType.SESSION_UPDATE:
         parts = [data.get("alias") or data.get("id"), data.get("status")]
         if data.get("permission_mode"):
             parts.append(f"mode={data['permission_mode']}")

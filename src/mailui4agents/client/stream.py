@@ -25,6 +25,7 @@ from mailui4agents.client.backoff import Backoff
 from mailui4agents.client.errors import ApiError, GatewayUnreachable
 from mailui4agents.client.models import Event
 from mailui4agents.client.sse import SSEEvent, SSEParser
+from mailui4agents.wire.events import EventType
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 RetryCallback = Callable[[ApiError | None, float], None]
 
 #: The type of the event that tells the caller to catch up through the inbox.
-RESET = "reset"
+RESET = EventType.RESET
 
 # The gateway pings every 15 s, so a read that waits 45 s has met a dead connection.
 STREAM_TIMEOUT = httpx.Timeout(connect=10.0, read=45.0, write=10.0, pool=10.0)

@@ -12,6 +12,7 @@ so a retried post of the same call produces the same key and is recognised.
 from __future__ import annotations
 
 import hashlib
+import uuid
 
 RELAY_KEY_MAX_BYTES = 160
 
@@ -52,3 +53,19 @@ def clamp_relay_key(key: str, max_bytes: int = RELAY_KEY_MAX_BYTES) -> str:
     # incomplete tail, because everything before it is valid UTF-8.
     prefix = readable[:budget].decode("utf-8", "ignore")
     return prefix + _HASH_MARK + hashlib.sha256(whole).hexdigest()
+
+
+def hook_relay_key(platform: str, session: str, tool_use_id: str | None) -> str:
+    """A hook's key: unique per tool call (never per session+tool), within 160 bytes.
+
+    Without a platform tool-use id a random one is used: a retry of the same
+    call then asks again, which is the safe mistake (a shared key would make
+    a second, different call ``duplicate_relay`` and deny it).
+    """
+    return clamp_relay_key(f"hook:{platform}:{session}:{tool_use_id or uuid.uuid4()}")
+
+
+def ask_relay_key(session_id: str) -> str:
+    """The MCP ``ask_human`` tool's key: unique per call, so asking the same
+    question twice asks twice."""
+    return clamp_relay_key(f"mcp:ask:{session_id}:{uuid.uuid4()}")

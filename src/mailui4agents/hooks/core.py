@@ -18,7 +18,6 @@ so :func:`decide` turns every unexpected error into a deny.
 from __future__ import annotations
 
 import os
-import uuid
 from typing import TYPE_CHECKING
 
 import anyio
@@ -26,7 +25,7 @@ import anyio
 import mailui4agents
 from mailui4agents.domain.policy import classify_tool
 from mailui4agents.domain.protected import protected_paths, touches_protected
-from mailui4agents.domain.relay_keys import clamp_relay_key
+from mailui4agents.domain.relay_keys import hook_relay_key as relay_key
 from mailui4agents.hooks.types import (
     HookDecision,
     HookSettings,
@@ -40,17 +39,15 @@ from mailui4agents.hooks.types import (
 if TYPE_CHECKING:
     from mailui4agents.client import AsyncClient
 
-__all__ = ["HookDecision", "HookSettings", "ToolCall", "Verdict", "decide", "evaluate"]
-
-
-def relay_key(platform: str, session: str, tool_use_id: str | None) -> str:
-    """Unique per tool call (never per session+tool: SPEC §7.3), within 160 bytes.
-
-    Without a platform tool-use id a random one is used: a retry of the same
-    call then asks again, which is the safe mistake (a shared key would make
-    a second, different call ``duplicate_relay`` and deny it).
-    """
-    return clamp_relay_key(f"hook:{platform}:{session}:{tool_use_id or uuid.uuid4()}")
+__all__ = [
+    "HookDecision",
+    "HookSettings",
+    "ToolCall",
+    "Verdict",
+    "decide",
+    "evaluate",
+    "relay_key",
+]
 
 
 def protected_hit(call: ToolCall, settings: HookSettings) -> str | None:

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from mailui4agents.client import ApiError, AsyncClient
-from mailui4agents.hooks.core import relay_key
+from mailui4agents.domain.relay_keys import hook_relay_key
 from mailui4agents.hooks.outcomes import from_error
 from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall, ask, deny
 from mailui4agents.hooks.waiting import FINAL_CHECK_S, ask_human
@@ -33,7 +33,7 @@ async def ask_gateway(
                     f"{settings.platform} gave no session id to bind a mail session to: "
                     "the platform's own prompt decides"
                 )
-            key = relay_key(settings.platform, call.session_id or session_id, call.tool_use_id)
+            key = hook_relay_key(settings.platform, call.session_id or session_id, call.tool_use_id)
             return await ask_human(
                 gateway, call, settings, session_id=session_id, key=key, deadline=deadline
             )

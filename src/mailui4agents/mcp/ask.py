@@ -11,7 +11,6 @@ answer"), the gateway expired or cancelled the question, or refused to ask.
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,12 +18,7 @@ import anyio
 from mcp.server.fastmcp.exceptions import ToolError
 
 from mailui4agents.client import AsyncClient, waiting
-from mailui4agents.domain.relay_keys import clamp_relay_key
-
-
-def relay_key(session_id: str) -> str:
-    """A key unique per call: asking the same question twice asks twice."""
-    return clamp_relay_key(f"mcp:ask:{session_id}:{uuid.uuid4()}")
+from mailui4agents.domain.relay_keys import ask_relay_key as relay_key
 
 
 async def ask(

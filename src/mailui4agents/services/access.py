@@ -32,7 +32,7 @@ from mailui4agents.db.tables import (
     SessionDeciderRow,
     SessionRow,
 )
-from mailui4agents.errors import ApiError, forbidden, not_found
+from mailui4agents.domain.errors import Conflict, Missing, forbidden, not_found
 from mailui4agents.services.principals import Principal
 
 # The admin visibility policy, in one place: admins may read every session (mail,
@@ -130,9 +130,7 @@ async def remove_decider(s: AsyncSession, session: SessionRow, name: str) -> Non
     if row is None:
         raise not_found(f"decider '{name}' of session '{session.id}'")
     if row.role == OWNER:
-        raise ApiError(
-            409, "conflict", f"'{name}' owns this session and stays a decider", reason="owner"
-        )
+        raise Conflict(f"'{name}' owns this session and stays a decider", reason="owner")
     await s.execute(
         delete(SessionDeciderRow).where(
             SessionDeciderRow.session_id == session.id, SessionDeciderRow.name == name
@@ -206,7 +204,7 @@ class Reader:
         return self.sees_all or await is_member(s, session.id, self.name)
 
     async def ensure_read(self, s: AsyncSession, session: SessionRow, what: str) -> None:
-        """404 — the same as "does not exist" — unless this reader may read it."""
+        """NotFound — the same as "does not exist" — unless this reader may read it."""
         if not await self.can_read(s, session):
             raise not_found(what)
 
@@ -232,7 +230,7 @@ class Reader:
         return found is not None
 
     async def ensure_decide(self, s: AsyncSession, session: SessionRow, what: str) -> None:
-        """404 for who cannot even read it; 403 for a reader without the power."""
+        """NotFound for who cannot even read it; Forbidden for a reader without the power."""
         if not await self.can_read(s, session):
             raise not_found(what)
         if not await self.can_decide(s, session):
@@ -266,7 +264,7 @@ class Reader:
 
 async def reader(s: AsyncSession, principal: Principal, scope_session_id: str | None) -> Reader:
     """The Reader for a request. An agent's scope must be a session it takes part
-    in (naming another would widen what it may read): 404 otherwise. Humans are
+    in (naming another would widen what it may read): NotFound otherwise. Humans are
     not workspace-bound; a scope they pass is ignored."""
     if principal.kind != "agent" or scope_session_id is None:
         return Reader(principal)
@@ -279,10 +277,8 @@ async def reader(s: AsyncSession, principal: Principal, scope_session_id: str | 
 def require_scope(r: Reader, what: str) -> None:
     """Reads beyond one's own mail need the session one works in."""
     if r.unscoped_agent:
-        raise ApiError(
-            400,
-            "missing_field",
+        raise Missing(
+            "session_id",
             f"{what} needs session_id: the session you are working in (without it an agent "
             "sees only mail addressed to it)",
-            field="session_id",
         )

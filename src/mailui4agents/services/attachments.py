@@ -22,8 +22,8 @@ from mailui4agents.db.tables import (
     RecipientRow,
 )
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain.errors import invalid_value, not_found
 from mailui4agents.domain.uploads import safe_content_type, safe_filename
-from mailui4agents.errors import invalid_value, not_found
 from mailui4agents.services import access, blobs
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import attachment_out
@@ -73,7 +73,7 @@ async def _granting_mail(
 
 
 async def readable(s: AsyncSession, reader: access.Reader, attachment_id: str) -> AttachmentRow:
-    """The attachment if `reader` may download it, else 404; the read is logged."""
+    """The attachment if `reader` may download it, else NotFound; the read is logged."""
     att = await s.get(AttachmentRow, attachment_id)
     via = None
     if att is not None and att.uploaded_by != reader.name:
@@ -100,7 +100,7 @@ async def check_for_send(
     """All of a mail's attachments, checked before the mail exists: each must
     exist, be listed once, and be the sender's own upload or readable by the
     sender through a mail it may read in its scope (a forward). An agent without
-    a scope session attaches only its own uploads. 400 names the first bad one."""
+    a scope session attaches only its own uploads. Invalid names the first bad one."""
     if not ids:
         return []
     found = await s.scalars(select(AttachmentRow).where(AttachmentRow.id.in_(set(ids))))

@@ -28,7 +28,7 @@ from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import AttachmentRow, BlobRow, MailAttachmentRow
-from mailui4agents.errors import ApiError, not_found
+from mailui4agents.domain.errors import TooLarge, not_found
 from mailui4agents.private_files import create_private, private_dir
 from mailui4agents.settings import Settings
 
@@ -37,10 +37,8 @@ log = logging.getLogger("mailui4agents.blobs")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def too_large(limit: int) -> ApiError:
-    return ApiError(
-        413, "too_large", f"the file is larger than the limit of {limit} bytes", limit=limit
-    )
+def too_large(limit: int) -> TooLarge:
+    return TooLarge(f"the file is larger than the limit of {limit} bytes", limit=limit)
 
 
 class BlobStore:
@@ -65,7 +63,7 @@ class BlobStore:
         return BlobWriter(self)
 
     def open(self, sha256: str) -> BinaryIO:
-        """The blob for reading; 404 if its file is gone."""
+        """The blob for reading; NotFound if its file is gone."""
         try:
             return self.path(sha256).open("rb")
         except FileNotFoundError:
@@ -93,7 +91,7 @@ class BlobWriter:
         self._file: BinaryIO | None = None
 
     async def write(self, chunk: bytes) -> None:
-        """Append; past the size limit the temp file is deleted and 413 raised."""
+        """Append; past the size limit the temp file is deleted and TooLarge raised."""
         if not chunk:
             return
         self.size += len(chunk)

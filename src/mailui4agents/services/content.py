@@ -2,8 +2,8 @@
 
 Each size and count has a limit from settings: a 10 MB mail body, a 1 MB subject,
 5 MB of tool_input and 50,000 question options were all once accepted, and
-every later listing paid for them. A value too large is 413 `too_large`, a list
-too long 400 `invalid_value`; both name the field and carry the `limit`.
+every later listing paid for them. A value too large is TooLarge (`too_large`), a
+list too long Invalid (`invalid_value`); both name the field and carry the `limit`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mailui4agents.errors import ApiError, invalid_value
+from mailui4agents.domain.errors import TooLarge, invalid_value
 from mailui4agents.settings import Settings
 
 
@@ -21,11 +21,9 @@ def size(value: str) -> int:
 
 
 def check_text(field: str, value: str | None, max_bytes: int) -> None:
-    """Refuse (413) a text over `max_bytes` of UTF-8."""
+    """Refuse (TooLarge) a text over `max_bytes` of UTF-8."""
     if value is not None and len(value) * 4 > max_bytes and size(value) > max_bytes:
-        raise ApiError(
-            413,
-            "too_large",
+        raise TooLarge(
             f'field "{field}" is {size(value)} bytes; at most {max_bytes}',
             field=field,
             limit=max_bytes,
@@ -33,7 +31,7 @@ def check_text(field: str, value: str | None, max_bytes: int) -> None:
 
 
 def check_count(field: str, items: Sequence[Any] | None, most: int) -> None:
-    """Refuse (400) a list of more than `most` items."""
+    """Refuse (Invalid) a list of more than `most` items."""
     if items is not None and len(items) > most:
         raise invalid_value(
             field, f'field "{field}" has {len(items)} items; at most {most}', limit=most
@@ -67,9 +65,7 @@ def check_permission(
     if tool_input is not None:
         n = json_size(tool_input)
         if n > settings.tool_input_max_bytes:
-            raise ApiError(
-                413,
-                "too_large",
+            raise TooLarge(
                 f'field "tool_input" is {n} bytes as JSON; at most {settings.tool_input_max_bytes}',
                 field="tool_input",
                 limit=settings.tool_input_max_bytes,
@@ -97,9 +93,7 @@ def check_heartbeat(settings: Settings, body: Mapping[str, Any]) -> None:
     total limit as well as limits per field and per list."""
     n = json_size(body)
     if n > settings.heartbeat_max_bytes:
-        raise ApiError(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the heartbeat is {n} bytes as JSON; at most {settings.heartbeat_max_bytes}",
             field="body",
             limit=settings.heartbeat_max_bytes,

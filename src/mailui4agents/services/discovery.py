@@ -24,7 +24,8 @@ from mailui4agents.db.tables import (
 )
 from mailui4agents.db.types import UTCDateTime
 from mailui4agents.domain.addresses import AddressError, format_parts
-from mailui4agents.errors import not_found
+from mailui4agents.domain.errors import not_found
+from mailui4agents.domain.results import Duplicate, Sent
 from mailui4agents.services import access, content, mail
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.views import MailContext, session_address
@@ -390,9 +391,9 @@ async def forward(
     to: list[str],
     cc: list[str],
     note: str | None,
-) -> tuple[int, dict[str, Any]]:
+) -> Sent | Duplicate:
     """Quote a mail the reader may read to new recipients (forwarding is reading:
-    404 otherwise, as if it did not exist). The new mail goes where `to` routes it
+    NotFound otherwise, as if it did not exist). The new mail goes where `to` routes it
     and carries the original's attachments (the reader may read them through it).
     """
     content.check_text("note", note, settings.text_max_bytes)

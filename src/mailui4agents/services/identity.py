@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,13 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.tables import AgentKeyRow, AgentOwnerRow, AgentRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import names
+from mailui4agents.domain.errors import conflict, invalid_value, not_found
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
-from mailui4agents.errors import conflict, invalid_value, not_found
-from mailui4agents.services.principals import Principal
+from mailui4agents.services.principals import Principal, principal_key
 
 USER_TOKEN_PREFIX = "am_user_"
 AGENT_KEY_PREFIX = "am_agent_"
-MAX_LISTED_TOKENS = 500  # GET /auth/tokens lists at most this many (newest first)
+MAX_LISTED_TOKENS = 500  # a token list holds at most this many (newest first)
 
 
 def password_hasher(time_cost: int = 3, memory_kib: int = 65536) -> PasswordHasher:
@@ -45,7 +45,7 @@ def fmt_time(dt: datetime | None) -> str | None:
 
 
 def _check_name(name: str, field: str) -> str:
-    """The name as stored (NFC), or 400 naming `field` (domain/names.py says why)."""
+    """The name as stored (NFC), or Invalid naming `field` (domain/names.py says why)."""
     bad = not name or len(name) > 200 or any(c in name for c in "@ \t\r\n/.")
     if bad:
         raise invalid_value(
@@ -58,7 +58,7 @@ def _check_name(name: str, field: str) -> str:
 
 
 def normalised_workspace(path: str, field: str) -> str:
-    """A workspace path normalised (domain/workspaces.py); 400 naming `field`."""
+    """A workspace path normalised (domain/workspaces.py); Invalid naming `field`."""
     try:
         return normalise_workspace(path)
     except WorkspaceError as e:
@@ -159,7 +159,7 @@ async def list_user_tokens(s: AsyncSession, user_id: str, current: str) -> list[
 
 
 async def revoke_user_token(s: AsyncSession, who: Principal, token_id: str) -> None:
-    """Revoke one of the caller's own tokens; anyone else's is 404 (not 403: ids
+    """Revoke one of the caller's own tokens; anyone else's is NotFound (not Forbidden: ids
     of other people's tokens are not confirmed)."""
     result = await s.execute(
         update(UserTokenRow)
@@ -200,7 +200,7 @@ async def create_agent(
 
 
 async def _check_users(s: AsyncSession, names: list[str], field: str) -> None:
-    """Each name is a user (one query): 400 naming the first that is not."""
+    """Each name is a user (one query): Invalid naming the first that is not."""
     known = set(
         (await s.scalars(select(UserRow.username).where(UserRow.username.in_(names)))).all()
     )
@@ -278,7 +278,7 @@ async def rotate_agent_key(s: AsyncSession, agent: AgentRow, grace_s: float = 0)
         )
     key = await issue_agent_key(s, agent)
     # Open streams of the old keys re-check now (and learn their grace end).
-    s.info.setdefault("recheck", set()).add(f"agent:{agent.name}")
+    s.info.setdefault("recheck", set()).add(principal_key(agent.name, False))
     return key
 
 
@@ -293,7 +293,7 @@ async def revoke_agent_key(s: AsyncSession, name: str, key_id: str) -> None:
     if result.rowcount == 0:  # type: ignore[attr-defined]
         raise not_found(f"active key '{key_id}' of agent '{name}'")
     # The agent's open streams re-check their key after the commit and end.
-    s.info.setdefault("recheck", set()).add(f"agent:{name}")
+    s.info.setdefault("recheck", set()).add(principal_key(name, False))
 
 
 async def authenticate(s: AsyncSession, token: str) -> Principal | None:
@@ -416,12 +416,14 @@ async def agent_out(s: AsyncSession, row: AgentRow) -> dict[str, Any]:
 
 
 async def list_users(s: AsyncSession) -> list[dict[str, Any]]:
-    """Every user (no secrets), by name."""
-    rows = (await s.scalars(select(UserRow).order_by(UserRow.username))).all()
-    return [user_out(r) for r in rows]
+    """Every user, by name."""
+    return [user_out(r) for r in (await s.scalars(select(UserRow).order_by(UserRow.username)))]
 
 
-async def list_agents(s: AsyncSession) -> list[dict[str, Any]]:
-    """Every agent with its keys' ids (no secrets), by name."""
+async def list_agents(s: AsyncSession, connected: Callable[[str], int]) -> list[dict[str, Any]]:
+    """Every agent, by name, with `connected(key)`: its open event streams."""
     rows = (await s.scalars(select(AgentRow).order_by(AgentRow.name))).all()
-    return [await agent_out(s, r) for r in rows]
+    items = [await agent_out(s, r) for r in rows]
+    for item in items:
+        item["connected_streams"] = connected(principal_key(item["name"], False))
+    return items

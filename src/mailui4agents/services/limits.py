@@ -18,23 +18,22 @@ from sqlalchemy import and_, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow
+from mailui4agents.domain.errors import Conflict, Invalid, RateLimited
 from mailui4agents.domain.relay_keys import RELAY_KEY_MAX_BYTES
-from mailui4agents.errors import ApiError
 from mailui4agents.services.principals import Principal
 from mailui4agents.settings import Settings
 
 
 def check_relay_key(key: str) -> None:
     """A relay key fits in RELAY_KEY_MAX_BYTES (clients shorten longer ones with
-    clamp_relay_key); refused with 400 otherwise."""
+    clamp_relay_key); refused (Invalid) otherwise."""
     size = len(key.encode())
     if size > RELAY_KEY_MAX_BYTES:
-        raise ApiError(
-            400,
-            "relay_key_too_long",
+        raise Invalid(
+            "relay_key",
             f"relay_key is {size} bytes; at most {RELAY_KEY_MAX_BYTES} "
             "(clients shorten long keys with ':sha256:<hex>')",
-            field="relay_key",
+            code="relay_key_too_long",
         )
 
 
@@ -104,27 +103,25 @@ async def check_send(
     relay: bool,
     recipients_human: list[bool],
 ) -> None:
-    """Refuse (409) a send over the hop limit or the budget. Nothing is written
+    """Refuse (Conflict) a send over the hop limit or the budget. Nothing is written
     before this check, so a refused relay keeps its key free for a later retry."""
     if sender.kind != "agent":
         return
     if relay and await trailing_relays(s, session.id) >= session.hop_limit:
-        raise ApiError(
-            409,
-            "hop_limit",
+        raise Conflict(
             f"session '{session.alias}' reached its hop limit of {session.hop_limit} "
             "relays in a row; it continues when someone writes a message of their own",
+            code="hop_limit",
             hop_limit=session.hop_limit,
         )
     if not counts_toward_budget(relay, recipients_human):
         return
     used = await budget_used(s, sender.name, session.id)
     if used >= settings.send_budget:
-        raise ApiError(
-            409,
-            "budget_exhausted",
+        raise Conflict(
             f"'{sender.name}' used its budget of {settings.send_budget} sends in session "
             f"'{session.alias}'; a human's mail there opens a new budget",
+            code="budget_exhausted",
             budget=settings.send_budget,
         )
 
@@ -208,7 +205,7 @@ class LoginAttempt:
 class LoginGuard:
     """Failed logins per username and per client address, and all logins per
     address, each in a sliding window. Once a limit is reached every login it
-    covers is refused with 429 — a correct password too — until the window lets
+    covers is refused (RateLimited) — a correct password too — until the window lets
     the oldest attempt go: otherwise a guesser would learn when it guessed right."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
@@ -226,7 +223,7 @@ class LoginGuard:
             w.clock = clock
 
     def begin(self, username: str, address: str) -> LoginAttempt:
-        """Refuse (429) a login over a limit; else count it and return it."""
+        """Refuse (RateLimited) a login over a limit; else count it and return it."""
         user_key = username[:200]
         waits = [
             self.user_failures.retry_after(user_key),
@@ -236,12 +233,9 @@ class LoginGuard:
         wait = max((w for w in waits if w is not None), default=None)
         if wait is not None:
             retry = max(1, math.ceil(wait))
-            raise ApiError(
-                429,
-                "rate_limited",
+            raise RateLimited(
                 f"too many login attempts for this user or from this address; "
                 f"try again in {retry} s",
-                headers={"Retry-After": str(retry)},
                 retry_after=retry,
             )
         self.address_attempts.hit(address)

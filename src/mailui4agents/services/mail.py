@@ -11,15 +11,15 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import AttachmentRow, MailRow, ReadLogRow, RecipientRow, SessionRow
+from mailui4agents.db.tables import MailRow, ReadLogRow, RecipientRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import Address, AddressError, parse_address
+from mailui4agents.domain.errors import Missing, invalid_value, not_found
+from mailui4agents.domain.results import Duplicate, Sent
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
-from mailui4agents.errors import ApiError, invalid_value, not_found
-from mailui4agents.events import log
-from mailui4agents.services import access, attachments, identity, limits, sessions
-from mailui4agents.services.principals import Principal, principal_key
-from mailui4agents.services.views import MailContext, delivery_fields, mail_out
+from mailui4agents.services import access, attachments, delivery, identity, limits, sessions
+from mailui4agents.services.principals import Principal
+from mailui4agents.services.views import MailContext, mail_out
 from mailui4agents.settings import Settings
 
 _ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/])")
@@ -115,8 +115,9 @@ async def send_mail(
     type_: str = "message",
     attachment_ids: Sequence[str] = (),
     recipients: Recipients | None = None,
-) -> tuple[int, dict[str, Any]]:
-    """Store a mail and one `new_mail` event per recipient. Returns (status, body).
+) -> Sent | Duplicate:
+    """Store a mail and one `new_mail` event per recipient: Sent, or Duplicate
+    when this sender used `relay_key` before (nothing is written then).
     `recipients`: `to` and `cc` as resolve_recipients gave them, if already done."""
     if relay_key is not None:
         limits.check_relay_key(relay_key)
@@ -126,7 +127,7 @@ async def send_mail(
             )
         )
         if dup is not None:
-            return 200, {"status": "duplicate_relay", "mail_id": dup}
+            return Duplicate(dup, "mail_id")
     rcpt = recipients or await resolve_recipients(s, settings, to, cc)
     to_addrs, cc_addrs, kinds = rcpt.to, rcpt.cc, rcpt.human
 
@@ -158,7 +159,7 @@ async def send_mail(
         owners = [sender.name] if sender.is_human else []
         owners += [n for n, human, role in deliveries if human and role == "to"]
         await access.add_owners(s, session.id, owners, by=sender.name)
-    ctx = await deliver(
+    ctx = await delivery.deliver(
         s,
         session,
         sender.name,
@@ -173,65 +174,7 @@ async def send_mail(
         from_session_id=from_session_id,
         files=files,
     )
-    return 201, mail_out(ctx, sender.name)
-
-
-async def deliver(
-    s: AsyncSession,
-    session: SessionRow,
-    sender: str,
-    sender_human: bool,
-    recipients: list[tuple[str, bool, str]],
-    *,
-    subject: str,
-    body: str,
-    type_: str,
-    parent_mail_id: str | None = None,
-    relay: bool = False,
-    relay_key: str | None = None,
-    from_session_id: str | None = None,
-    files: Sequence[AttachmentRow] = (),
-) -> MailContext:
-    """Store one mail in `session` for (name, is_human, role) recipients, and one
-    `new_mail` event per recipient, each with its own reply/self addresses.
-    `files` must have been checked (attachments.check_for_send) by the caller."""
-    now = utcnow()
-    mail = MailRow(
-        session_id=session.id,
-        from_name=sender,
-        from_human=sender_human,
-        subject=subject,
-        body=body,
-        parent_mail_id=parent_mail_id,
-        type=type_,
-        relay=relay,
-        relay_key=relay_key,
-        from_session_id=from_session_id,
-        created_at=now,
-    )
-    s.add(mail)
-    await s.flush()
-    # Core inserts, one statement each: row by row, a mail to 100 recipients made
-    # 200 round trips inside the one write transaction.
-    await s.execute(
-        insert(RecipientRow),
-        [
-            {"mail_seq": mail.seq, "name": n, "is_human": h, "role": role, "position": i}
-            for i, (n, h, role) in enumerate(recipients)
-        ],
-    )
-    rows = list(
-        await s.scalars(
-            select(RecipientRow).where(RecipientRow.mail_seq == mail.seq).order_by(RecipientRow.id)
-        )
-    )
-    attachments.link(s, mail.seq, files)
-    session.last_mail_at = now
-    await s.flush()
-    ctx = MailContext(mail, session, rows, list(files))
-    events = [(principal_key(r.name, r.is_human), delivery_fields(ctx, r.name)) for r in rows]
-    await log.append_each(s, "new_mail", events)
-    return ctx
+    return Sent(mail_out(ctx, sender.name))
 
 
 async def record_reads(
@@ -336,7 +279,7 @@ async def inbox(
 
 
 async def readable(s: AsyncSession, reader: access.Reader, mail_id: str) -> MailContext:
-    """The mail, if `reader` may read it (docs/access.md); else 404 as if it did not exist."""
+    """The mail, if `reader` may read it (docs/access.md); else NotFound, as if it did not exist."""
     mail = await s.scalar(select(MailRow).where(MailRow.id == mail_id))
     if mail is None:
         raise not_found(f"mail '{mail_id}'")
@@ -359,9 +302,7 @@ async def mark_read_request(
     s: AsyncSession, reader: Principal, session_id: str | None, mail_ids: list[str] | None
 ) -> int:
     if session_id is None and mail_ids is None:
-        raise ApiError(
-            400, "missing_field", "give session_id or mail_ids (or both)", field="mail_ids"
-        )
+        raise Missing("mail_ids", "give session_id or mail_ids (or both)")
     stmt = (
         select(MailRow)
         .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)

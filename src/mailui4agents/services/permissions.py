@@ -10,20 +10,23 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain.errors import Conflict, Missing, conflict, invalid_value, not_found
 from mailui4agents.domain.grants import GrantRule, grant_matches
 from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.modes import mode_for_deciding
-from mailui4agents.errors import ApiError, conflict, invalid_value, not_found
+from mailui4agents.domain.results import Duplicate, Opened
 from mailui4agents.events import log
-from mailui4agents.services import access, limits, mail, sessions
+from mailui4agents.services import access, delivery, limits
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal, principal_key
+from mailui4agents.services.session_view import get_session
+from mailui4agents.wire.events import EventType
 
 DEFAULT_TIMEOUT_S = 600
 
@@ -73,8 +76,8 @@ def decision_event(row: PermissionRow) -> dict[str, Any]:
     }
 
 
-def _conflict(reason: str, message: str, **extra: Any) -> ApiError:
-    return conflict(message, reason=reason, **extra)
+def _conflict(reason: str, message: str, **extra: Any) -> Conflict:
+    return Conflict(message, reason=reason, **extra)
 
 
 def _request_text(row: PermissionRow, session: SessionRow) -> tuple[str, str]:
@@ -118,13 +121,14 @@ async def create_request(
     options: list[dict[str, Any]] | None,
     multi_select: bool,
     timeout_s: int | None,
-) -> tuple[int, dict[str, Any]]:
-    """Open a request. Returns (status, body): 201 PermissionOut, or 200 duplicate."""
+) -> Opened | Duplicate:
+    """Open a request: Opened (its PermissionOut), or Duplicate when this agent
+    used `relay_key` before (nothing is written then)."""
     limits.check_relay_key(relay_key)
     if not relay_key:
         raise invalid_value("relay_key", "relay_key must not be empty")
     _validate_shape(kind, tool_name, question, options, multi_select)
-    session = await sessions.get_session(s, session_id)
+    session = await get_session(s, session_id)
     if not await access.is_member(s, session.id, agent.name):
         raise not_found(f"session '{session_id}'")
     # Relay keys belong to one agent: another agent's key neither collides with
@@ -136,7 +140,7 @@ async def create_request(
     )
     if dup is not None:
         # Nobody will ever decide a second request with the same key: deny at once.
-        return 200, {"status": "duplicate_relay", "request_id": dup.id}
+        return Duplicate(dup.id, "request_id")
     if session.status != "active":
         raise _conflict("archived", f"session '{session.alias}' is archived")
 
@@ -170,8 +174,8 @@ async def create_request(
             row.decided_by, row.decided_at, row.grant_id = f"grant:{grant.id}", now, grant.id
             if not await _insert(s, row):
                 return await _duplicate(s, agent.name, relay_key)
-            await log.append(s, [agent.key], "permission_decision", decision_event(row))
-            return 201, permission_out(row, session)
+            await log.append(s, [agent.key], EventType.PERMISSION_DECISION, decision_event(row))
+            return Opened(permission_out(row, session))
 
     # Asked of the session's deciders only: a human the agent cc'd in is not one.
     humans = await access.deciders(s, session.id)
@@ -180,7 +184,7 @@ async def create_request(
     if not await _insert(s, row):
         return await _duplicate(s, agent.name, relay_key)
     subject, body = _request_text(row, session)
-    ctx = await mail.deliver(
+    ctx = await delivery.deliver(
         s,
         session,
         agent.name,
@@ -193,8 +197,8 @@ async def create_request(
     row.mail_id = ctx.mail.id
     await s.flush()
     out = permission_out(row, session)
-    await log.append(s, [principal_key(h, True) for h in humans], "permission_request", out)
-    return 201, out
+    await log.append(s, [principal_key(h, True) for h in humans], EventType.PERMISSION_REQUEST, out)
+    return Opened(out)
 
 
 async def _insert(s: AsyncSession, row: PermissionRow) -> bool:
@@ -208,13 +212,14 @@ async def _insert(s: AsyncSession, row: PermissionRow) -> bool:
     return True
 
 
-async def _duplicate(s: AsyncSession, agent: str, relay_key: str) -> tuple[int, dict[str, Any]]:
+async def _duplicate(s: AsyncSession, agent: str, relay_key: str) -> Duplicate:
     dup = await s.scalar(
         select(PermissionRow.id).where(
             PermissionRow.relay_key == relay_key, PermissionRow.agent_name == agent
         )
     )
-    return 200, {"status": "duplicate_relay", "request_id": dup}
+    assert dup is not None  # the unique key that refused our insert is this row's
+    return Duplicate(dup, "request_id")
 
 
 def _validate_shape(
@@ -226,12 +231,12 @@ def _validate_shape(
 ) -> None:
     if kind == "approval":
         if not tool_name:
-            raise ApiError(400, "missing_field", "an approval names its tool", field="tool_name")
+            raise Missing("tool_name", "an approval names its tool")
         if question is not None or options is not None:
             raise invalid_value("question", "question/options belong to kind 'question'")
         return
     if not question or not question.strip():
-        raise ApiError(400, "missing_field", "a question needs its text", field="question")
+        raise Missing("question", "a question needs its text")
     if options is not None:
         labels = [o["label"] for o in options]
         if not labels or any(not label.strip() for label in labels):
@@ -287,6 +292,14 @@ async def get_request(s: AsyncSession, request_id: str) -> PermissionRow:
     return row
 
 
+async def own_request(s: AsyncSession, agent: Principal, request_id: str) -> PermissionRow:
+    """The agent's own request: another agent's request does not exist for it."""
+    row = await get_request(s, request_id)
+    if row.agent_name != agent.name:
+        raise not_found(f"permission request '{request_id}'")
+    return row
+
+
 async def decide(
     s: AsyncSession,
     human: Principal,
@@ -300,7 +313,7 @@ async def decide(
 ) -> dict[str, Any]:
     """A decider of the request's session approves or denies it (once)."""
     row = await get_request(s, request_id)
-    session = await sessions.get_session(s, row.session_id)
+    session = await get_session(s, row.session_id)
     await access.Reader(human).ensure_decide(s, session, f"permission request '{request_id}'")
     await expire_due(s, row.session_id)
     if row.status != "pending":
@@ -352,7 +365,7 @@ async def _announce(
         body += "\nAnswer: " + ", ".join(row.answers)
     if row.note:
         body += f"\nNote from {row.decided_by}: {row.note}"
-    await mail.deliver(
+    await delivery.deliver(
         s,
         session,
         sender,
@@ -365,7 +378,7 @@ async def _announce(
     )
     humans = await access.deciders(s, session.id)
     targets = [principal_key(row.agent_name, False), *(principal_key(h, True) for h in humans)]
-    await log.append(s, targets, "permission_decision", decision_event(row))
+    await log.append(s, targets, EventType.PERMISSION_DECISION, decision_event(row))
 
 
 async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: str) -> int:
@@ -381,7 +394,7 @@ async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: st
         if not result.rowcount:  # type: ignore[attr-defined]
             continue  # decided meanwhile (another replica or a human)
         row.status, row.decision, row.decided_by, row.decided_at = status, status, by, now
-        session = await sessions.get_session(s, row.session_id)
+        session = await get_session(s, row.session_id)
         await _announce(s, session, row, "system", False)
         closed += 1
     return closed
@@ -439,15 +452,6 @@ async def list_for_human(
     return [permission_out(p, sess) for p, sess in (await s.execute(stmt)).all()]
 
 
-async def pending_count(s: AsyncSession, session_id: str) -> int:
-    n = await s.scalar(
-        select(func.count(PermissionRow.id)).where(
-            PermissionRow.session_id == session_id, PermissionRow.status == "pending"
-        )
-    )
-    return int(n or 0)
-
-
 def grant_out(g: GrantRow) -> dict[str, Any]:
     return {
         "id": g.id,
@@ -479,7 +483,7 @@ async def revoke_grant(s: AsyncSession, human: Principal, grant_id: str) -> dict
         raise not_found(f"grant '{grant_id}'")
     if not human.is_admin:
         # Admins may revoke any grant: revoking only takes power away (docs/access.md).
-        session = await sessions.get_session(s, g.session_id)
+        session = await get_session(s, g.session_id)
         await access.Reader(human).ensure_decide(s, session, f"grant '{grant_id}'")
     if g.revoked_at is None:
         g.revoked_at = utcnow()

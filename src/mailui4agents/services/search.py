@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Integer, Text, and_, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import MailRow
-from mailui4agents.errors import invalid_value
+from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, mail
 from mailui4agents.services.views import mail_out
 
@@ -59,7 +59,7 @@ class Terms:
 
 
 def parse_query(q: str | None) -> Terms:
-    """The terms of `q`, or a 400 naming `q` when there is nothing to search for."""
+    """The terms of `q`, or Invalid naming `q` when there is nothing to search for."""
     terms = Terms(q or "")
     if not terms.words:
         raise invalid_value("q", "give at least one word to search for in subject or body")

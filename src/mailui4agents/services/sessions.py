@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -13,13 +13,20 @@ from mailui4agents.db.tables import MailRow, RecipientRow, SessionDeciderRow, Se
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import NEW_SESSION, Address, is_valid_alias
 from mailui4agents.domain.aliases import alias_candidates, auto_alias, close_matches
-from mailui4agents.errors import ApiError, conflict, forbidden, invalid_value, not_found
+from mailui4agents.domain.errors import (
+    NotFound,
+    RateLimited,
+    conflict,
+    forbidden,
+    invalid_value,
+)
 from mailui4agents.events import log
-from mailui4agents.services import access, identity
+from mailui4agents.services import access, identity, permissions
 from mailui4agents.services.identity import fmt_time
-from mailui4agents.services.principals import Principal, principal_key
-from mailui4agents.services.views import session_out
+from mailui4agents.services.principals import Principal
+from mailui4agents.services.session_view import audience, describe, get_session
 from mailui4agents.settings import Settings
+from mailui4agents.wire.events import EventType
 
 
 async def check_rate_limit(s: AsyncSession, settings: Settings, creator: str) -> None:
@@ -36,12 +43,9 @@ async def check_rate_limit(s: AsyncSession, settings: Settings, creator: str) ->
         oldest = recent[len(recent) - settings.session_rate_limit]
         wait = oldest + timedelta(seconds=settings.session_rate_window_s) - utcnow()
         retry = max(1, int(wait.total_seconds() + 0.999))
-        raise ApiError(
-            429,
-            "rate_limited",
+        raise RateLimited(
             f"'{creator}' created {len(recent)} sessions in the last "
             f"{settings.session_rate_window_s:g} s; try again in {retry} s",
-            headers={"Retry-After": str(retry)},
             retry_after=retry,
         )
 
@@ -136,7 +140,7 @@ async def refresh_enforcement(s: AsyncSession, agent: str, enforcement: str) -> 
         row.permission_enforcement = enforcement
         await s.flush()
         out = await describe(s, row, agent)
-        await log.append(s, await audience(s, row.id), "session_update", out)
+        await log.append(s, await audience(s, row.id), EventType.SESSION_UPDATE, out)
 
 
 async def by_alias(s: AsyncSession, workspace: str, alias: str, sender: Principal) -> SessionRow:
@@ -169,17 +173,9 @@ async def may_post(s: AsyncSession, session: SessionRow, sender: Principal) -> b
     return access.Reader(sender).sees_all or await access.is_member(s, session.id, sender.name)
 
 
-async def audience(s: AsyncSession, session_id: str) -> list[str]:
-    """The event-log keys of everyone told about a session's changes: its
-    participants and its deciders."""
-    keys = {principal_key(n, h) for n, h in await access.participants(s, session_id)}
-    keys.update(principal_key(n, True) for n in await access.deciders(s, session_id))
-    return sorted(keys)
-
-
 async def alias_not_found(
     s: AsyncSession, workspace: str, alias: str, sender: Principal
-) -> ApiError:
+) -> NotFound:
     known = (
         await s.scalars(
             select(SessionRow.alias).where(
@@ -188,10 +184,9 @@ async def alias_not_found(
             )
         )
     ).all()
-    return ApiError(
-        404,
-        "not_found",
-        f"no session '{alias}' in workspace '{workspace}'",
+    return NotFound(
+        f"session '{alias}'",
+        message=f"no session '{alias}' in workspace '{workspace}'",
         field="to",
         close_matches=close_matches(alias, [a for a in known if a]),
     )
@@ -234,13 +229,6 @@ async def adopt(
         raise conflict(f"platform session '{slug}' was adopted meanwhile; send again")
     await s.flush()
     return row, found.title
-
-
-async def get_session(s: AsyncSession, session_id: str) -> SessionRow:
-    row = await s.get(SessionRow, session_id)
-    if row is None:
-        raise not_found(f"session '{session_id}'")
-    return row
 
 
 async def resolve_target(
@@ -326,30 +314,11 @@ async def resolve_target(
         raise invalid_value(
             "permission_mode",
             "permission_mode applies only to a mail that creates a session; "
-            "change an existing session's mode with PATCH /api/v1/sessions/{id}",
+            "change an existing session's mode by updating the session",
         )
     if session.status == "archived":
         raise conflict(f"session '{session.alias}' is archived; unarchive it to continue")
     return session, created, target_subject
-
-
-async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> dict[str, Any]:
-    """SessionOut as `viewer` sees it (its unread count)."""
-    people = await access.participants(s, row.id)
-    unread = await s.scalar(
-        select(func.count(RecipientRow.id))
-        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
-        .where(
-            MailRow.session_id == row.id,
-            RecipientRow.name == viewer,
-            RecipientRow.read_at.is_(None),
-        )
-    )
-    from mailui4agents.services.permissions import pending_count
-
-    pending = await pending_count(s, row.id)
-    deciders = await access.deciders(s, row.id)
-    return session_out(row, [n for n, _ in people], int(unread or 0), pending, deciders)
 
 
 async def list_sessions(
@@ -389,6 +358,13 @@ async def list_sessions(
     return items, next_cursor
 
 
+async def show_session(s: AsyncSession, who: Principal, session_id: str) -> dict[str, Any]:
+    """One session, for anyone who may read it."""
+    row = await get_session(s, session_id)
+    await access.Reader(who).ensure_read(s, row, f"session '{session_id}'")
+    return await describe(s, row, who.name)
+
+
 async def update_session(
     s: AsyncSession,
     who: Principal,
@@ -397,10 +373,11 @@ async def update_session(
     permission_mode: str | None,
     archived: bool | None,
 ) -> dict[str, Any]:
-    """Rename, change the mode, archive: for the session's deciders only."""
+    """Rename, change the mode, archive (which cancels every pending request):
+    for the session's deciders only."""
     row = await get_session(s, session_id)
-    # An outsider learns nothing, not even that it exists (404); a reader without
-    # the power is told why (403).
+    # An outsider learns nothing, not even that it exists (NotFound); a reader
+    # without the power is told why (Forbidden).
     await access.Reader(who).ensure_decide(s, row, f"session '{session_id}'")
     if alias is not None and alias != row.alias:
         if not is_valid_alias(alias):
@@ -421,53 +398,13 @@ async def update_session(
     if archived is not None:
         row.status = "archived" if archived else "active"
     await s.flush()
+    if archived:
+        # Nothing stays pending in an archived session: its waiters are told now,
+        # before the session_update below counts what is still pending.
+        await permissions.cancel_pending(s, row.id, who.name)
     out = await describe(s, row, who.name)
-    await log.append(s, await audience(s, row.id), "session_update", out)
+    await log.append(s, await audience(s, row.id), EventType.SESSION_UPDATE, out)
     return out
-
-
-async def interactive_session(
-    s: AsyncSession,
-    settings: Settings,
-    agent: Principal,
-    *,
-    platform_id: str,
-    owner: str,
-    cwd: str,
-    title: str | None,
-) -> SessionRow:
-    """The mail session of an interactive platform session: one per platform
-    session, created on first use with workspace = the platform's cwd, and a first
-    mail to the owner so that the owner is the human who decides."""
-    from mailui4agents.services import mail
-
-    found = await s.scalar(
-        select(SessionRow).where(
-            SessionRow.platform_id == platform_id, SessionRow.created_by == agent.name
-        )
-    )
-    if found is not None:
-        return found
-    if await identity.kind_of(s, owner) != "user":
-        raise invalid_value("owner", f"no user is named '{owner}' (set AGENTMAIL_OWNER)")
-    label = title or "terminal"
-    row = await create_session(s, settings, agent.name, cwd, auto_alias(agent.name, label))
-    row.platform_id = row.platform_id or platform_id
-    await mail.deliver(
-        s,
-        row,
-        agent.name,
-        False,
-        [(owner, True, "to")],
-        subject=f"Interactive session: {label}",
-        body=(
-            f"{agent.name} is working interactively in {cwd or '(no workspace)'}.\n"
-            "Its requests to run commands or change files will arrive in this thread."
-        ),
-        type_="system",
-    )
-    await access.add_owners(s, row.id, [owner], by=agent.name)
-    return row
 
 
 def decider_out(row: SessionDeciderRow) -> dict[str, Any]:
@@ -504,5 +441,5 @@ async def change_deciders(
         await access.remove_decider(s, row, remove)
     await s.flush()
     out = await describe(s, row, who.name)
-    await log.append(s, await audience(s, row.id), "session_update", out)
+    await log.append(s, await audience(s, row.id), EventType.SESSION_UPDATE, out)
     return [decider_out(d) for d in await access.decider_rows(s, row.id)]

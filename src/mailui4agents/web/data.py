@@ -16,6 +16,9 @@ from sse_starlette import EventSourceResponse
 
 from mailui4agents.api import attachments as api_attachments
 from mailui4agents.api import events as api_events
+from mailui4agents.api.errors import as_api_error
+from mailui4agents.domain.errors import DomainError
+from mailui4agents.domain.results import Sent
 from mailui4agents.errors import ApiError
 from mailui4agents.services import (
     access,
@@ -24,13 +27,22 @@ from mailui4agents.services import (
     identity,
     mail,
     permissions,
+    session_view,
     sessions,
 )
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
 
-# What a service raises for a caller's mistake (status, code, message, field).
+# What the web layer raises for a caller's mistake (status, code, message, field),
+# and everything a page catches: services raise domain errors (domain/errors.py).
 ServiceError = ApiError
+Refusal = (ApiError, DomainError)
+
+
+def as_service_error(err: ApiError | DomainError) -> ApiError:
+    """A domain error as the status and body the API would answer with."""
+    return err if isinstance(err, ApiError) else as_api_error(err)
+
 
 MAX_SESSIONS = 100
 MAX_PENDING = 200
@@ -109,10 +121,10 @@ async def pending(
 async def session(gw: Gateway, who: Principal, session_id: str) -> tuple[dict[str, Any], bool]:
     """SessionOut and whether `who` may decide in it (404 when not readable)."""
     async with gw.read() as s:
-        row = await sessions.get_session(s, session_id)
+        row = await session_view.get_session(s, session_id)
         reader = access.Reader(who)
         await reader.ensure_read(s, row, f"session '{session_id}'")
-        return await sessions.describe(s, row, who.name), await reader.can_decide(s, row)
+        return await session_view.describe(s, row, who.name), await reader.can_decide(s, row)
 
 
 async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
@@ -130,7 +142,7 @@ async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, A
     async with gw.read() as r:
         recipients = await mail.resolve_recipients(r, gw.settings, form["to"], form["cc"])
     async with gw.write() as s:
-        _, out = await mail.send_mail(
+        result = await mail.send_mail(
             s,
             gw.settings,
             who,
@@ -143,7 +155,9 @@ async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, A
             attachment_ids=form.get("attachment_ids", []),
             recipients=recipients,
         )
-    return out
+    # People send without relay keys, so a send is never a duplicate.
+    assert isinstance(result, Sent)
+    return result.mail
 
 
 async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, Any]:
@@ -258,10 +272,7 @@ async def users(gw: Gateway) -> list[dict[str, Any]]:
 
 async def agents(gw: Gateway) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        items = await identity.list_agents(s)
-    for item in items:
-        item["connected_streams"] = gw.hub.connected(f"agent:{item['name']}")
-    return items
+        return await identity.list_agents(s, gw.hub.connected)
 
 
 async def add_user(gw: Gateway, username: str, password: str, is_admin: bool) -> None:

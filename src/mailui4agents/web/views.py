@@ -17,6 +17,7 @@ from fastapi.responses import (
 )
 from sse_starlette import EventSourceResponse
 
+from mailui4agents.domain.errors import DomainError
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
 from mailui4agents.web.render import environment, static_file, static_url
@@ -63,7 +64,10 @@ def _wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
 
-def _error(request: Request, user: WebUser | None, err: data.ServiceError) -> Response:
+def _error(
+    request: Request, user: WebUser | None, refusal: data.ServiceError | DomainError
+) -> Response:
+    err = data.as_service_error(refusal)
     if _wants_json(request):
         return JSONResponse(err.body(), status_code=err.status)
     return _page(
@@ -185,7 +189,8 @@ async def login(request: Request) -> Response:
         token = await data.login(
             gateway(request), request, _text(form, "username"), _text(form, "password")
         )
-    except data.ServiceError as err:
+    except data.Refusal as refusal:
+        err = data.as_service_error(refusal)
         status = err.status if err.status in (401, 429) else 400
         response = _page(
             request,
@@ -267,7 +272,7 @@ async def thread_page(request: Request, session_id: str) -> Response:
     try:
         session, may_decide = await data.session(gw, user.principal, session_id)
         mails = await data.thread(gw, user.principal, session_id)
-    except data.ServiceError as err:
+    except data.Refusal as err:
         return _error(request, user, err)
     common = await _common(request, user)
     here = [p for p in common["pending_all"] if p["session_id"] == session_id]
@@ -310,7 +315,7 @@ async def session_action(request: Request, session_id: str) -> Response:
             out = await data.update_session(gw, user.principal, session_id, permission_mode=mode)
         else:
             raise data.ServiceError(400, "invalid_value", "unknown action", field="action")
-    except data.ServiceError as err:
+    except data.Refusal as err:
         return _error(request, user, err)
     return _done(request, f"/sessions/{quote(session_id)}", out)
 
@@ -327,7 +332,7 @@ async def compose_page(
     if reply_to:
         try:
             parent = await data.read_one_mail(gw, user.principal, reply_to)
-        except data.ServiceError as err:
+        except data.Refusal as err:
             return _error(request, user, err)
         to = to or parent["reply_address"] or parent["from"]
         subject = subject or (
@@ -368,7 +373,7 @@ async def compose(request: Request) -> Response:
         if not fields["to"]:
             raise data.ServiceError(400, "missing_field", "To: give an address", field="to")
         out = await data.send(gateway(request), user.principal, fields)
-    except data.ServiceError as err:
+    except data.Refusal as err:
         return _error(request, user, err)
     return _done(request, f"/sessions/{quote(out['session_id'])}", out)
 
@@ -420,7 +425,7 @@ async def decide(request: Request, request_id: str) -> Response:
             grant_pattern=pattern if always else None,
             answers=answers,
         )
-    except data.ServiceError as err:
+    except data.Refusal as err:
         return _error(request, user, err)
     return _done(request, auth.safe_next(_text(form, "next") or "/approvals"), out)
 
@@ -448,7 +453,8 @@ async def suggest(request: Request, q: str = "") -> Response:
         return JSONResponse({"error": {"code": "unauthorized", "message": "log in"}}, 401)
     try:
         return JSONResponse(await data.suggest(gateway(request), user.principal, q[:200]))
-    except data.ServiceError as err:
+    except data.Refusal as refusal:
+        err = data.as_service_error(refusal)
         return JSONResponse(err.body(), status_code=err.status)
 
 
@@ -461,7 +467,8 @@ async def events(request: Request) -> Response:
         stream: EventSourceResponse = await data.event_stream(
             request, gateway(request), user.principal, user.token
         )
-    except data.ServiceError as err:
+    except data.Refusal as refusal:
+        err = data.as_service_error(refusal)
         return JSONResponse(err.body(), status_code=err.status)
     return stream
 
@@ -475,7 +482,8 @@ async def upload(request: Request) -> Response:
         return _csrf_refused(request)
     try:
         return JSONResponse(await data.upload(request, gateway(request), user.principal), 201)
-    except data.ServiceError as err:
+    except data.Refusal as refusal:
+        err = data.as_service_error(refusal)
         return JSONResponse(err.body(), status_code=err.status)
 
 
@@ -486,7 +494,7 @@ async def download(request: Request, attachment_id: str) -> Response:
         return auth.to_login(request)
     try:
         return await data.download(gateway(request), user.principal, attachment_id)
-    except data.ServiceError as err:
+    except data.Refusal as err:
         return _error(request, user, err)
 
 
@@ -544,7 +552,7 @@ async def admin_action(request: Request, action: str) -> Response:
             await data.revoke_grant(gw, user.principal, _text(form, "grant_id"))
         else:
             raise data.ServiceError(404, "not_found", "no such admin action")
-    except data.ServiceError as err:
+    except data.Refusal as err:
         return _error(request, user, err)
     return _done(request, "/admin")
 

@@ -1,0 +1,36 @@
+"""What a write returns, in domain terms (the API turns each into a status).
+
+A relay key makes a send or a request idempotent: the second post with the same
+key writes nothing and returns `Duplicate` with the id of the first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A mail was stored and delivered; `mail` is its MailOut for the sender."""
+
+    mail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A permission request was opened (or decided at once by a grant)."""
+
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """This relay key was used before by the same sender: nothing was written.
+    `id` is the first mail's id (`mail_id`) or request's id (`request_id`)."""
+
+    id: str
+    id_field: str  # "mail_id" or "request_id", the field the answer names it by
+
+    def body(self) -> dict[str, Any]:
+        return {"status": "duplicate_relay", self.id_field: self.id}

@@ -1,0 +1,66 @@
+"""A session as one viewer sees it (SessionOut with its unread and pending
+counts), and who is told about its changes.
+
+It may count mails and permission requests without importing the services that
+write them: everything here reads tables, so mail, permissions and sessions all
+import it and none of them imports another to describe a session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import MailRow, PermissionRow, RecipientRow, SessionRow
+from mailui4agents.domain.errors import not_found
+from mailui4agents.services import access
+from mailui4agents.services.principals import principal_key
+from mailui4agents.services.views import session_out
+
+
+async def get_session(s: AsyncSession, session_id: str) -> SessionRow:
+    row = await s.get(SessionRow, session_id)
+    if row is None:
+        raise not_found(f"session '{session_id}'")
+    return row
+
+
+async def pending_count(s: AsyncSession, session_id: str) -> int:
+    n = await s.scalar(
+        select(func.count(PermissionRow.id)).where(
+            PermissionRow.session_id == session_id, PermissionRow.status == "pending"
+        )
+    )
+    return int(n or 0)
+
+
+async def unread_count(s: AsyncSession, session_id: str, viewer: str) -> int:
+    n = await s.scalar(
+        select(func.count(RecipientRow.id))
+        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+        .where(
+            MailRow.session_id == session_id,
+            RecipientRow.name == viewer,
+            RecipientRow.read_at.is_(None),
+        )
+    )
+    return int(n or 0)
+
+
+async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> dict[str, Any]:
+    """SessionOut as `viewer` sees it (its unread count)."""
+    people = await access.participants(s, row.id)
+    unread = await unread_count(s, row.id, viewer)
+    pending = await pending_count(s, row.id)
+    deciders = await access.deciders(s, row.id)
+    return session_out(row, [n for n, _ in people], unread, pending, deciders)
+
+
+async def audience(s: AsyncSession, session_id: str) -> list[str]:
+    """The event-log keys of everyone told about a session's changes: its
+    participants and its deciders."""
+    keys = {principal_key(n, h) for n, h in await access.participants(s, session_id)}
+    keys.update(principal_key(n, True) for n in await access.deciders(s, session_id))
+    return sorted(keys)
