@@ -1,4 +1,6 @@
-"""Participants, contacts, address suggestions and forwarding (SPEC §5, §4.4, §4.6)."""
+"""Participants, contacts, address suggestions and forwarding
+(docs/behaviour.md#mail-strict-input-inbox, docs/behaviour.md#adoption-of-platform-sessions,
+docs/access.md)."""
 
 from __future__ import annotations
 

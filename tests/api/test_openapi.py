@@ -1,4 +1,4 @@
-"""The OpenAPI document lists the routes of the wire contract (API.md)."""
+"""The OpenAPI document lists the routes of the wire contract (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from mailui4agents.app import create_app
 from mailui4agents.settings import Settings
 
-# (method, path) pairs of API.md (and of docs/design.md's extensions).
+# (method, path) pairs of docs/api.md (and of docs/design.md's extensions).
 CONTRACT = [
     ("post", "/api/v1/agent/mail/{mail_id}/forward"),
     ("post", "/api/v1/mail/{mail_id}/forward"),

@@ -263,7 +263,8 @@ def test_an_inbox_row_rebuilds_the_live_event_with_the_same_values() -> None:
     row = InboxItem.model_validate({**MAIL, "permission_mode": "full", "from_human": True})
     event = row.to_new_mail_event()
     assert event.mail_id == "m1"
-    assert event.in_reply_to == "m0"  # the parent id, as SPEC §5 says
+    # the parent id, as docs/behaviour.md#mail-strict-input-inbox says
+    assert event.in_reply_to == "m0"
     assert event.permission_mode == "full"
     assert event.from_human is True
     assert event.from_ == MAIL["from"]

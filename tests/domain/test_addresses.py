@@ -1,4 +1,4 @@
-"""Tests for parsing and formatting addresses (SPEC section 3)."""
+"""Tests for parsing and formatting addresses (docs/behaviour.md#addresses)."""
 
 from __future__ import annotations
 

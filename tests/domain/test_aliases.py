@@ -1,4 +1,4 @@
-"""Tests for automatic session aliases (SPEC section 4.1)."""
+"""Tests for automatic session aliases (docs/behaviour.md#sessions-and-aliases)."""
 
 from __future__ import annotations
 

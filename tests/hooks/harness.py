@@ -46,7 +46,7 @@ def claude_input(
     tool_use_id: str | None = None,
     cwd: str = "/srv/shop",
 ) -> dict[str, Any]:
-    """Claude Code's PreToolUse stdin (agent-cli-contracts.md §1.5 A)."""
+    """Claude Code's PreToolUse stdin (docs/api.md#hook-contracts)."""
     sid = session_id or str(uuid.uuid4())
     if tool_input is None:
         tool_input = {
@@ -76,7 +76,7 @@ def zcode_input(
     session_id: str | None = None,
     cwd: str = "/srv/shop",
 ) -> dict[str, Any]:
-    """ZCode's hook stdin (API.md "Hook contracts")."""
+    """ZCode's hook stdin (docs/api.md#hook-contracts)."""
     data: dict[str, Any] = {
         "hook_event_name": "PreToolUse",
         "tool_name": tool_name,
@@ -96,7 +96,7 @@ def gemini_input(
     session_id: str | None = None,
     cwd: str = "/srv/shop",
 ) -> dict[str, Any]:
-    """Gemini CLI's BeforeTool stdin (agent-cli-contracts.md §4.3)."""
+    """Gemini CLI's BeforeTool stdin (docs/api.md#hook-contracts)."""
     sid = session_id or str(uuid.uuid4())
     return {
         "session_id": sid,

@@ -1,5 +1,5 @@
 """A gateway that cannot be reached: deny when mail-driven, the platform's own
-prompt in an interactive terminal session (SPEC §7.4)."""
+prompt in an interactive terminal session (docs/behaviour.md#rules-on-the-waiting-side)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The pure rules of the waiting side (SPEC §7.4): whitelist, own decision only,
+"""The pure rules of the waiting side (docs/behaviour.md#rules-on-the-waiting-side): whitelist, own
+decision only,
 permanent vs transient failures."""
 
 from __future__ import annotations

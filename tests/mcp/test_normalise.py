@@ -1,4 +1,5 @@
-"""`normalise_ids`: attachment ids in whatever shape a model writes them (SPEC §5.1)."""
+"""`normalise_ids`: attachment ids in whatever shape a model writes them
+(docs/behaviour.md#attachments)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Why a turn could not run, in plain words with what to do (SPEC: failure mail).
+"""Why a turn could not run, in plain words with what to do
+(docs/behaviour.md#replies-relays-budgets-loops: failure mail).
 
 :func:`classify` turns what a runner saw (its error text, the exit status,
 whether the CLI was found, whether the turn resumed a session) into a

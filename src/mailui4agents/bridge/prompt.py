@@ -100,7 +100,7 @@ def headline(situation: Situation, mail: PromptMail) -> str:
 
 
 def reply_rule(mail: PromptMail) -> str:
-    """What happens with the turn's final text (SPEC: replies, relays, loops)."""
+    """What happens with the turn's final text (docs/behaviour.md#replies-relays-budgets-loops)."""
     address = mail.reply_address or mail.sender
     if auto_relay_applies(from_human=mail.from_human, model_sent_mail=False):
         return (

@@ -1,4 +1,5 @@
-"""Which mails start a turn, and when the turn's final text goes back (SPEC: replies).
+"""Which mails start a turn, and when the turn's final text goes back
+(docs/behaviour.md#replies-relays-budgets-loops).
 
 One place for the rule, used by the bridge when it relays and by the prompt
 when it tells the model what will happen to its answer.

@@ -1,6 +1,7 @@
 """``agentmail permissions | approve | deny | answer | grants | revoke``.
 
-A person decides what agents asked for (SPEC §7.3–7.6). Every command here needs
+A person decides what agents asked for (docs/behaviour.md#approval-round-trip to
+docs/behaviour.md#questions). Every command here needs
 a person's token (``agentmail login`` or ``AGENTMAIL_TOKEN``): agents ask, people
 decide, so an agent key is refused here before anything is sent.
 """

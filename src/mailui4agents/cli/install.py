@@ -1,7 +1,7 @@
 """``agentmail install-hook claude-code | gemini``: register the approval hook.
 
 Writes the platform's settings file so that every guarded tool call runs
-``agentmail hook <platform>`` first (SPEC §11):
+``agentmail hook <platform>`` first (docs/behaviour.md#hooks):
 
 - Claude Code: ``.claude/settings.json``, ``hooks.PreToolUse``; handler
   ``timeout`` in **seconds** (default 600, Claude Code's own default), plus

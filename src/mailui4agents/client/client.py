@@ -455,7 +455,8 @@ class AsyncClient:
 
         Resumes after ``last_event_id`` when given. ``on_connect`` runs each time the
         gateway accepts the stream: from then on no event can be missed, so a waiter
-        posts its request only after the first call (SPEC §7.3 step 1).
+        posts its request only after the first call (docs/behaviour.md#approval-round-trip (step
+        1)).
         Raises :class:`ApiError` on a permanent refusal (401/403), never retried.
         """
         path = f"{API}/agent/events" if self.config.is_agent else f"{API}/events"

@@ -1,4 +1,4 @@
-"""Parsing and formatting of mail addresses ``name@path.session`` (SPEC section 3).
+"""Parsing and formatting of mail addresses ``name@path.session`` (docs/behaviour.md#addresses).
 
 * ``name`` is everything before the first ``@``.
 * Of the rest, the session is after the LAST ``.`` and the path before it.

@@ -1,4 +1,5 @@
-"""Automatic session aliases (SPEC section 4.1): slugs, collision candidates, suggestions."""
+"""Automatic session aliases (docs/behaviour.md#sessions-and-aliases): slugs, collision candidates,
+suggestions."""
 
 from __future__ import annotations
 

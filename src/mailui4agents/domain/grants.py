@@ -1,4 +1,4 @@
-"""Standing grants ("always allow", SPEC §7.5): does a stored rule cover a tool call?
+"""Standing grants ("always allow", docs/behaviour.md#grants): does a stored rule cover a tool call?
 
 A grant is created by a human who approved one concrete call and clicked
 "always". The matching rule must therefore never cover more than a careful

@@ -1,4 +1,4 @@
-"""Mask secrets in tool input before it is shown to humans (SPEC §7.3).
+"""Mask secrets in tool input before it is shown to humans (docs/behaviour.md#approval-round-trip).
 
 An approval request carries the tool input into a mail, the web UI and
 possibly a phone notification. Agents routinely put credentials in commands

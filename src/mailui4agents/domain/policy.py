@@ -1,6 +1,8 @@
 """The mode policy: which tool calls run, which are refused, which a human must approve.
 
-This is the pure core of the hook and the bridge (SPEC §7.1, §7.4, §11). It is
+This is the pure core of the hook and the bridge
+(docs/behaviour.md#permission-modes-and-enforcement, docs/behaviour.md#rules-on-the-waiting-side,
+docs/behaviour.md#hooks). It is
 deliberately small and exhaustively tested, because every mistake here is a
 silent hole: a read-only session that can write, or a ``FULL`` typo that turns
 off approvals.
@@ -8,7 +10,7 @@ off approvals.
 Tool classes:
 
 - ``read``: the tool cannot change the machine. Allowed in every mode.
-- ``mail``: our own mail tools (SPEC §9). They only talk to the gateway, which
+- ``mail``: our own mail tools (docs/behaviour.md#mcp-tools). They only talk to the gateway, which
   applies its own rules, so they run in every mode — a ``plan`` session must
   still be able to report back by mail.
 - ``guarded``: everything else, including every name we do not know. Unknown
@@ -31,7 +33,7 @@ Verdict = Literal["allow", "deny", "ask"]
 # Claude Code tools that cannot change the machine.
 #
 # - AskUserQuestion asks the human something; it changes nothing by itself (the
-#   question round trip, SPEC §7.6, is handled separately by the hook).
+#   question round trip, docs/behaviour.md#questions, is handled separately by the hook).
 # - ExitPlanMode only proposes a plan.
 # - TodoWrite writes the model's in-memory todo list, not a file.
 # - Agent / Task start a subagent. The subagent's own tool calls fire their own
@@ -40,7 +42,7 @@ Verdict = Literal["allow", "deny", "ask"]
 #   in workspace mode without protecting anything more.
 # - WebFetch / WebSearch read the web. They can leak what the model already
 #   read, but they cannot change this machine; the read boundary is the
-#   workspace isolation of SPEC §4.6, not this policy.
+#   workspace isolation of docs/access.md, not this policy.
 # Deliberately absent: Bash, PowerShell, Write, Edit, MultiEdit, NotebookEdit,
 # Monitor (runs a command) — they fall through to "guarded".
 CLAUDE_READ_TOOLS: frozenset[str] = frozenset(
@@ -76,7 +78,7 @@ GEMINI_READ_TOOLS: frozenset[str] = frozenset(
 
 READ_TOOLS: frozenset[str] = CLAUDE_READ_TOOLS | GEMINI_READ_TOOLS
 
-# Our MCP server's tools (SPEC §9). Only these exact names count as mail, not a
+# Our MCP server's tools (docs/behaviour.md#mcp-tools). Only these exact names count as mail, not a
 # bare prefix: Gemini names MCP tools ``mcp_<server>_<tool>``, so a third-party
 # server called ``agentmail_x`` would produce ``mcp_agentmail_x_<tool>`` and a
 # prefix rule would wave its tools through even in plan mode. A new mail tool
@@ -106,7 +108,7 @@ MAIL_TOOL_PREFIXES: tuple[str, ...] = ("mcp__agentmail__", "mcp_agentmail_", "ag
 
 # Outcomes on the waiting side that allow the tool. Whitelist: anything else —
 # deny, empty, expired, cancelled, a shutdown, a differently cased "APPROVE" —
-# leaves the tool refused (SPEC §7.4).
+# leaves the tool refused (docs/behaviour.md#rules-on-the-waiting-side).
 ALLOWING_OUTCOMES: frozenset[str] = frozenset({"approve", "approved"})
 
 
@@ -132,7 +134,7 @@ def decide(mode: object, tool_name: str, sandbox_verified: bool) -> Verdict:
     ``mode`` goes through :func:`mode_for_deciding`, so a missing, misspelt or
     differently cased mode means ``workspace`` — never ``full``. In
     ``workspace`` a guarded tool is asked of a human, unless the bridge has
-    *proven* a sandbox that confines writes to the workspace (SPEC §10): then
+    *proven* a sandbox that confines writes to the workspace (docs/behaviour.md#bridge): then
     the kernel refuses what lies outside, and asking would only add latency.
     ``sandbox_verified`` must be True only for a proven boundary; an
     ``is True`` check keeps a truthy non-bool (a string "false") from counting.
@@ -148,5 +150,6 @@ def decide(mode: object, tool_name: str, sandbox_verified: bool) -> Verdict:
 
 
 def outcome_allows(decision: object) -> bool:
-    """True only for the exact strings ``approve`` / ``approved`` (SPEC §7.4 whitelist)."""
+    """True only for the exact strings ``approve`` / ``approved``
+    (docs/behaviour.md#rules-on-the-waiting-side whitelist)."""
     return isinstance(decision, str) and decision in ALLOWING_OUTCOMES

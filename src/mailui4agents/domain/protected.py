@@ -1,4 +1,5 @@
-"""Protected paths: what no agent may change, whatever the mode or grant (SPEC §7.4).
+"""Protected paths: what no agent may change, whatever the mode or grant
+(docs/behaviour.md#rules-on-the-waiting-side).
 
 A mail-driven agent can be talked into anything by a mail. If it could rewrite
 the gateway's database, our own code, the hook settings that call our guard, or
@@ -9,7 +10,7 @@ This check is a tripwire, not a boundary. File tools are checked exactly (after
 normalising the path); shell commands can only be scanned for the paths as
 text, which is conservative (false alarms are fine: the call is refused with a
 clear reason) but can be evaded by a determined command (``cd ~; cd .s*``).
-The real boundary is the bridge's verified sandbox (SPEC §10).
+The real boundary is the bridge's verified sandbox (docs/behaviour.md#bridge).
 
 Everything here is pure: the caller passes the environment, home directory,
 package directory and cwd in.
@@ -232,7 +233,7 @@ def touches_protected(
     """The protected path (or protected name) a guarded tool call would touch, or None.
 
     - Read and mail tools: None (they change nothing; reading is bounded by
-      the workspace isolation of SPEC §4.6, not here).
+      the workspace isolation of docs/access.md, not here).
     - File tools: each target path the input names is resolved against ``cwd``
       (``~`` via ``home``) and normalised, then matched component-wise against
       ``protected``, then against the basename rules (any ``.claude/settings*.json``,

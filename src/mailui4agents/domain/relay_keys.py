@@ -1,6 +1,7 @@
 """Keep relay keys within the gateway's size limit without losing uniqueness.
 
-A relay key must be unique per tool call (SPEC §7.3). Hooks build it from
+A relay key must be unique per tool call (docs/behaviour.md#approval-round-trip). Hooks build it
+from
 platform ids (session id, tool-use id, agent id ...), which can be long. Simply
 cutting a long key would make two different calls that share a long prefix
 collide — the second then gets ``duplicate_relay`` and is denied for nothing.

@@ -1,4 +1,5 @@
-"""Platform hooks: ``agentmail hook <platform>`` (SPEC §7.3–7.4, §11).
+"""Platform hooks: ``agentmail hook <platform>`` (docs/behaviour.md#approval-round-trip,
+docs/behaviour.md#rules-on-the-waiting-side, docs/behaviour.md#hooks).
 
 An agent platform runs the hook before each tool call. The hook reads the
 platform's JSON on stdin, decides with :mod:`mailui4agents.hooks.core` (one flow

@@ -1,4 +1,4 @@
-"""Claude Code ``PreToolUse`` hook (research: agent-cli-contracts.md §1.5 A).
+"""Claude Code ``PreToolUse`` hook (docs/api.md#hook-contracts).
 
 stdin: ``{session_id, transcript_path, cwd, permission_mode, hook_event_name,
 tool_name, tool_input, tool_use_id, ...}``. stdout, exit 0::

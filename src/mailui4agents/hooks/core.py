@@ -1,4 +1,5 @@
-"""The one hook flow every platform shares (SPEC §7.3–7.4, §11).
+"""The one hook flow every platform shares (docs/behaviour.md#approval-round-trip,
+docs/behaviour.md#rules-on-the-waiting-side, docs/behaviour.md#hooks).
 
 For one tool call, in this order:
 

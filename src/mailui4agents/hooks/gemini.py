@@ -1,4 +1,4 @@
-"""Gemini CLI ``BeforeTool`` hook (research: agent-cli-contracts.md §4.3).
+"""Gemini CLI ``BeforeTool`` hook (docs/api.md#hook-contracts).
 
 stdin: ``{session_id, transcript_path, cwd, hook_event_name, timestamp,
 tool_name, tool_input, mcp_context?, original_request_name?}`` — there is no

@@ -1,4 +1,5 @@
-"""From the gateway's answers to the hook's decision (SPEC §7.4), as pure functions.
+"""From the gateway's answers to the hook's decision (docs/behaviour.md#rules-on-the-waiting-side),
+as pure functions.
 
 Only an explicit approval allows (:func:`outcome_allows`, a whitelist): a
 denial, an expiry, a cancellation, an empty or unknown decision all deny. The

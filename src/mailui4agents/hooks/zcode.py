@@ -1,4 +1,4 @@
-"""ZCode hook (API.md "Hook contracts").
+"""ZCode hook (docs/api.md#hook-contracts).
 
 stdin: ``{hook_event_name, tool_name, tool_input, session_id, permission_mode,
 ...}``; the session id may also come from ``ZCODE_SESSION_ID``. stdout must be

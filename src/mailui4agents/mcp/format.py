@@ -1,6 +1,6 @@
 """Compact text for models: one mail as a short header plus its body, one line
 per item in lists. Every mail names the exact address to reply to — clients
-must never build addresses themselves (SPEC §3: a typo silently opens a new
+must never build addresses themselves (docs/behaviour.md#addresses: a typo silently opens a new
 session)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Normalise what a model writes for a list argument (SPEC §5.1).
+"""Normalise what a model writes for a list argument (docs/behaviour.md#attachments).
 
 Models write lists of ids in many shapes: a real list, the list JSON-encoded
 in a string (sometimes twice), one bare id, or ids separated by commas or

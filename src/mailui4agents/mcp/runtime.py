@@ -7,7 +7,7 @@ Environment:
   when unset, what the config file holds (``connect_to_server`` writes it).
 - ``AGENTMAIL_SESSION_ID`` — the mail session this agent works in. Every read is
   scoped to it and every send names it as ``from_session_id``; the model never
-  chooses another scope (SPEC §4.6).
+  chooses another scope (docs/access.md).
 - ``AGENTMAIL_ASK_TIMEOUT`` — seconds ``ask_human`` waits (default 50, below the
   common 60 s client tool timeout; raise it together with the client's timeout).
 

@@ -1,4 +1,4 @@
-"""The ``agentmail mcp`` server: mail tools for models over stdio (SPEC §9).
+"""The ``agentmail mcp`` server: mail tools for models over stdio (docs/behaviour.md#mcp-tools).
 
 Every tool talks to the gateway through :mod:`mailui4agents.client`, as the
 agent whose key the server holds. Three rules shape all of them:

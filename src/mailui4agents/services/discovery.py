@@ -1,5 +1,5 @@
 """Finding people, places and mail: participants, contacts, address suggestions,
-and forwarding (SPEC §5).
+and forwarding (docs/behaviour.md#mail-strict-input-inbox).
 
 All of these are reads and keep the read boundary of docs/access.md: an agent
 sees only sessions it takes part in, of the workspace of the session it works in

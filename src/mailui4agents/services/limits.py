@@ -1,4 +1,5 @@
-"""Send budgets and hop limits: what keeps agents from talking forever (SPEC §6);
+"""Send budgets and hop limits: what keeps agents from talking forever
+(docs/behaviour.md#replies-relays-budgets-loops);
 and the login attempt limits.
 
 Two agents that auto-reply to each other once thanked each other for six rounds.

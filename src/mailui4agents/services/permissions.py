@@ -1,4 +1,5 @@
-"""Permission requests, decisions, expiry and grants (SPEC §7.3–7.6).
+"""Permission requests, decisions, expiry and grants (docs/behaviour.md#approval-round-trip to
+docs/behaviour.md#questions).
 
 Everything here fails closed: no human → refused, unknown mode → workspace,
 a request nobody decides expires, archiving cancels what is pending.

@@ -1,5 +1,6 @@
 """The mirror of agent platforms' own sessions, reported in bridge heartbeats
-(SPEC §4.4). They appear in address completion and can be adopted by mail."""
+(docs/behaviour.md#adoption-of-platform-sessions). They appear in address completion and can be
+adopted by mail."""
 
 from __future__ import annotations
 

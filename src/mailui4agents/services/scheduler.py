@@ -29,7 +29,7 @@ async def tick(gw: Gateway) -> int:
 
 
 async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepResult:
-    """One sweep (SPEC §5.1). Reads first, so a gateway with nothing to sweep
+    """One sweep (docs/behaviour.md#attachments). Reads first, so a gateway with nothing to sweep
     never takes the write lock."""
     now = now or utcnow()
     grace = timedelta(seconds=gw.settings.blob_grace_s)

@@ -1,4 +1,5 @@
-"""Full-text search over subject and body (SPEC §5), scoped like every read (§4.6).
+"""Full-text search over subject and body (docs/behaviour.md#mail-strict-input-inbox), scoped like
+every read (docs/access.md).
 
 SQLite: the FTS5 table `mail_fts` (migration 0003, kept in step by triggers). The
 user's text is never passed to MATCH as FTS syntax: it is split into terms, each

@@ -195,7 +195,8 @@ async def alias_not_found(
 async def adopt(
     s: AsyncSession, settings: Settings, sender: Principal, agent: str, workspace: str, slug: str
 ) -> tuple[SessionRow, str | None] | None:
-    """Adopt the agent's platform session `slug` whose cwd is `workspace` (SPEC §4.4).
+    """Adopt the agent's platform session `slug` whose cwd is `workspace`
+    (docs/behaviour.md#adoption-of-platform-sessions).
 
     The workspace must match exactly — another path would drop mail into another
     project's conversation. Once only; counts toward the session rate limit (it
