@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mailui4agents.domain.errors import error_body
+
 
 class ApiError(Exception):
     """An error the client should see: HTTP status + `{"error": {...}}` body."""
@@ -29,8 +31,4 @@ class ApiError(Exception):
         self.extra = extra
 
     def body(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.field is not None:
-            err["field"] = self.field
-        err.update(self.extra)
-        return {"error": err}
+        return error_body(self.code, self.message, self.field, self.extra)

@@ -11,6 +11,15 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 
+def error_body(code: str, message: str, field: str | None, extra: dict[str, Any]) -> dict[str, Any]:
+    """The one error shape: `{"error": {"code", "message", "field"?, ...extra}}`."""
+    err: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        err["field"] = field
+    err.update(extra)
+    return {"error": err}
+
+
 class DomainError(Exception):
     """A refusal the caller should see: a code, a message, maybe a field."""
 
@@ -26,11 +35,7 @@ class DomainError(Exception):
         self.extra = extra
 
     def body(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.field is not None:
-            err["field"] = self.field
-        err.update(self.extra)
-        return {"error": err}
+        return error_body(self.code, self.message, self.field, self.extra)
 
 
 class Invalid(DomainError):
