@@ -42,14 +42,14 @@ class LiveApp:
 
 
 @contextmanager
-def live_app(settings: Settings) -> Iterator[LiveApp]:
-    app = create_app(settings)
+def uvicorn_thread(app: Any, *, lifespan: str, start_timeout: float = 30) -> Iterator[str]:
+    """Serve `app` with a real uvicorn on 127.0.0.1 (port 0) in a thread; yields its URL."""
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=0,
         log_level="critical",
-        lifespan="on",
+        lifespan=lifespan,
         ws="none",
         http="h11",
         loop="asyncio",
@@ -59,10 +59,17 @@ def live_app(settings: Settings) -> Iterator[LiveApp]:
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        assert server.ready.wait(timeout=30), "uvicorn did not start"
+        assert server.ready.wait(timeout=start_timeout), "uvicorn did not start"
         assert server.started, "uvicorn failed to start"
         port = server.servers[0].sockets[0].getsockname()[1]
-        yield LiveApp(f"http://127.0.0.1:{port}", app)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+@contextmanager
+def live_app(settings: Settings) -> Iterator[LiveApp]:
+    app = create_app(settings)
+    with uvicorn_thread(app, lifespan="on") as url:
+        yield LiveApp(url, app)

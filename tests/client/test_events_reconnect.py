@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -11,11 +10,11 @@ from typing import Any
 
 import anyio
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from tests.live_app import uvicorn_thread
 
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig, Event
 
@@ -85,44 +84,10 @@ class FakeGateway:
             raise Dropped
 
 
-class ReadyServer(uvicorn.Server):
-    """A uvicorn server that signals when it has bound its socket (or failed to)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: Any = None) -> None:
-        try:
-            await super().startup(sockets=sockets)
-        finally:
-            self.ready.set()
-
-
 def serve(gateway: FakeGateway) -> Iterator[FakeGateway]:
-    config = uvicorn.Config(
-        gateway.app(),
-        host="127.0.0.1",
-        port=0,
-        log_level="critical",
-        lifespan="off",
-        ws="none",
-        http="h11",
-        loop="asyncio",
-        timeout_graceful_shutdown=2,
-    )
-    server = ReadyServer(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert server.ready.wait(timeout=10), "uvicorn did not start"
-        assert server.started, "uvicorn failed to start"
-        port = server.servers[0].sockets[0].getsockname()[1]
-        gateway.url = f"http://127.0.0.1:{port}"
+    with uvicorn_thread(gateway.app(), lifespan="off", start_timeout=10) as url:
+        gateway.url = url
         yield gateway
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture

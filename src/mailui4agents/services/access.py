@@ -208,6 +208,11 @@ class Reader:
         if not await self.can_read(s, session):
             raise not_found(what)
 
+    async def may_post(self, s: AsyncSession, session: SessionRow) -> bool:
+        """Members post into a session, and admins (who may read every session);
+        posting grants no power."""
+        return self.sees_all or await is_member(s, session.id, self.name)
+
     async def can_read_mail(
         self, s: AsyncSession, session: SessionRow, recipients: Iterable[str]
     ) -> bool:

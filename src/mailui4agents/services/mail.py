@@ -135,7 +135,7 @@ async def send_mail(
     if parent_mail_id is not None:
         parent = await s.scalar(select(MailRow).where(MailRow.id == parent_mail_id))
         parent_session = await s.get(SessionRow, parent.session_id) if parent else None
-        if parent_session is None or not await sessions.may_post(s, parent_session, sender):
+        if parent_session is None or not await access.Reader(sender).may_post(s, parent_session):
             raise invalid_value("parent_mail_id", f"no mail '{parent_mail_id}' you can reply to")
 
     # Every attachment is checked before anything is written (docs/behaviour.md).

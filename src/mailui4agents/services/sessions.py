@@ -162,15 +162,9 @@ async def find_alias(
     row = await s.scalar(
         select(SessionRow).where(SessionRow.workspace == workspace, SessionRow.alias == alias)
     )
-    if row is not None and not await may_post(s, row, sender):
+    if row is not None and not await access.Reader(sender).may_post(s, row):
         return None
     return row
-
-
-async def may_post(s: AsyncSession, session: SessionRow, sender: Principal) -> bool:
-    """Members post into a session, and admins (who may read every session);
-    posting grants no power (docs/access.md)."""
-    return access.Reader(sender).sees_all or await access.is_member(s, session.id, sender.name)
 
 
 async def alias_not_found(
