@@ -161,6 +161,34 @@ class Settings(BaseModel):
         "(`agentmail serve`); slower ones are closed.",
     )
 
+    # Calendar (docs/behaviour.md#calendar, docs/limits.md).
+    calendar_horizon_days: int = Field(
+        default=366,
+        ge=1,
+        le=3660,
+        description="How far ahead a calendar entry's first occurrence may lie, and the "
+        "window in which its occurrences are counted (days).",
+    )
+    calendar_max_occurrences: int = Field(
+        default=1000,
+        ge=1,
+        description="Most occurrences one calendar entry may have within the horizon.",
+    )
+    calendar_min_gap_s: float = Field(
+        default=60.0, ge=1, description="Shortest time between two occurrences of an entry."
+    )
+    calendar_max_entries: int = Field(
+        default=200,
+        ge=1,
+        description="Most scheduled calendar entries one human or agent may have at once.",
+    )
+    calendar_late_after_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="An occurrence delivered more than this long after its time is marked "
+        "late (the gateway was down or behind).",
+    )
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Build settings from AGENTMAIL_<FIELD> variables; explicit overrides win."""

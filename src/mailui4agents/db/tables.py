@@ -300,3 +300,64 @@ class AgentOwnerRow(Base):
     username: Mapped[str] = mapped_column(String(200), primary_key=True)
     added_by: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class CalendarEntryRow(Base):
+    """Mail to send later, once or by an RRULE (docs/behaviour.md#calendar).
+
+    `next_due` is the next occurrence not yet delivered (UTC; NULL when none is
+    left). The scheduler claims an occurrence with a conditional UPDATE on
+    (id, status, next_due) in the transaction that delivers it, so one occurrence
+    is delivered once whatever the number of gateway processes."""
+
+    __tablename__ = "calendar_entries"
+    __table_args__ = (
+        Index("ix_calendar_entries_status_next_due", "status", "next_due"),
+        Index("ix_calendar_entries_created_by_status", "created_by", "status"),
+    )
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    created_by: Mapped[str] = mapped_column(String(200))
+    creator_kind: Mapped[str] = mapped_column(String(10))  # "user" | "agent"
+    to: Mapped[list[str]] = mapped_column(JSON, default=list)
+    cc: Mapped[list[str]] = mapped_column(JSON, default=list)
+    subject: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    from_session_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    permission_mode: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    # Wall-clock start in `timezone`, ISO 8601 without offset ("2026-03-27T09:00:00").
+    start_local: Mapped[str] = mapped_column(String(32))
+    timezone: Mapped[str] = mapped_column(String(64))
+    rrule: Mapped[str | None] = mapped_column(Text, nullable=True)
+    status: Mapped[str] = mapped_column(String(20), default="scheduled")
+    next_due: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    delivered: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class CalendarAttachmentRow(Base):
+    """An attachment a calendar entry will send: a reference for the blob sweep."""
+
+    __tablename__ = "calendar_attachments"
+    __table_args__ = (Index("ix_calendar_attachments_attachment_id", "attachment_id"),)
+    entry_id: Mapped[str] = mapped_column(
+        ForeignKey("calendar_entries.id", ondelete="CASCADE"), primary_key=True
+    )
+    attachment_id: Mapped[str] = mapped_column(ForeignKey("attachments.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class CalendarOccurrenceRow(Base):
+    """One delivered (or failed) occurrence. Unique per (entry, due time): a second
+    guard, besides the conditional claim, against delivering an occurrence twice."""
+
+    __tablename__ = "calendar_occurrences"
+    __table_args__ = (UniqueConstraint("entry_id", "due_at"),)
+    id: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
+    entry_id: Mapped[str] = mapped_column(ForeignKey("calendar_entries.id", ondelete="CASCADE"))
+    due_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    delivered_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    late: Mapped[bool] = mapped_column(Boolean, default=False)
+    mail_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -287,3 +287,22 @@ def require_scope(r: Reader, what: str) -> None:
             f"{what} needs session_id: the session you are working in (without it an agent "
             "sees only mail addressed to it)",
         )
+
+
+# --- calendar entries (docs/access.md, "Calendar") -----------------------------------
+#
+# An entry is mail its creator will send: only the creator sees and edits it.
+# Admins see every entry and may cancel one (cancelling only takes power away),
+# but never edit one: that would send mail in someone else's name.
+
+
+def can_see_entry(who: Principal, created_by: str) -> bool:
+    return who.name == created_by or (who.is_human and who.is_admin)
+
+
+def can_edit_entry(who: Principal, created_by: str) -> bool:
+    return who.name == created_by
+
+
+def can_cancel_entry(who: Principal, created_by: str) -> bool:
+    return can_see_entry(who, created_by)

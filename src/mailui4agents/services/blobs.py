@@ -27,12 +27,21 @@ import anyio.to_thread
 from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import AttachmentRow, BlobRow, MailAttachmentRow
+from mailui4agents.db.tables import (
+    AttachmentRow,
+    BlobRow,
+    CalendarAttachmentRow,
+    CalendarEntryRow,
+    MailAttachmentRow,
+)
 from mailui4agents.domain.errors import TooLarge, not_found
 from mailui4agents.private_files import create_private, private_dir
 from mailui4agents.settings import Settings
 
 log = logging.getLogger("mailui4agents.blobs")
+
+# Calendar statuses whose entries still hold their attachments (docs/behaviour.md#calendar).
+CALENDAR_HOLDS = ("scheduled", "failed")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -174,7 +183,14 @@ class SweepResult:
 
 def _unreferenced_attachments(cutoff: datetime) -> Select[str]:
     used = exists().where(MailAttachmentRow.attachment_id == AttachmentRow.id)
-    return select(AttachmentRow.id).where(AttachmentRow.created_at < cutoff, ~used)
+    # A calendar entry that may still send it (scheduled, or failed and waiting to
+    # be fixed) holds it, however long after its upload; done and cancelled ones do not.
+    scheduled = exists().where(
+        CalendarAttachmentRow.attachment_id == AttachmentRow.id,
+        CalendarAttachmentRow.entry_id == CalendarEntryRow.id,
+        CalendarEntryRow.status.in_(CALENDAR_HOLDS),
+    )
+    return select(AttachmentRow.id).where(AttachmentRow.created_at < cutoff, ~used, ~scheduled)
 
 
 def _unreferenced_blobs(cutoff: datetime) -> Select[str]:
@@ -197,11 +213,15 @@ async def sweep(s: AsyncSession, store: BlobStore, now: datetime, grace: timedel
     First attachments that no mail references, then blobs that no attachment
     references (file first, then row; a file that cannot be deleted keeps its
     row). The grace period lets an upload live until the mail that will reference
-    it is sent. Calendar attachments will count as references when they exist.
+    it is sent. Attachments of calendar entries that may still send them count as
+    references (CALENDAR_HOLDS); done and cancelled entries let theirs go.
     """
     cutoff = now - grace
     att_ids = list((await s.scalars(_unreferenced_attachments(cutoff))).all())
     if att_ids:
+        await s.execute(
+            delete(CalendarAttachmentRow).where(CalendarAttachmentRow.attachment_id.in_(att_ids))
+        )
         await s.execute(delete(AttachmentRow).where(AttachmentRow.id.in_(att_ids)))
     shas = list((await s.scalars(_unreferenced_blobs(cutoff))).all())
     gone = [sha for sha in shas if await anyio.to_thread.run_sync(store.delete, sha)]

@@ -69,7 +69,7 @@ async def budget_used(s: AsyncSession, agent: str, session_id: str) -> int:
             MailRow.session_id == session_id,
             MailRow.from_name == agent,
             MailRow.seq > since,
-            MailRow.type.in_(("message", "relay")),
+            MailRow.type.in_(("message", "relay", "calendar")),  # scheduled mail counts too
             ~free,
         )
     )

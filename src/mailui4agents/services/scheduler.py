@@ -1,21 +1,28 @@
-"""Periodic work of the one gateway process: expiring unanswered requests, and
-(at most hourly) sweeping attachments and blobs that no mail needs."""
+"""Periodic work of the gateway: expiring unanswered requests, delivering calendar
+entries that fell due, and (at most hourly) sweeping attachments and blobs that
+no mail needs. The clock is a parameter, so tests move time instead of sleeping."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import anyio
 
 from mailui4agents.db.types import utcnow
-from mailui4agents.services import blobs, permissions
+from mailui4agents.services import blobs, calendar_due, permissions
 from mailui4agents.state import Gateway
 
 log = logging.getLogger("mailui4agents.scheduler")
 
 # The sweep scans tables and a directory; uploads wait 48 h anyway, so hourly is plenty.
 SWEEP_EVERY_S = 3600.0
+# Occurrences delivered per pass at most (one write transaction each); the rest wait
+# for the next pass, so a long catch-up never holds the writer for long.
+CALENDAR_PER_PASS = 200
+
+Clock = Callable[[], datetime]
 
 
 async def tick(gw: Gateway) -> int:
@@ -26,6 +33,25 @@ async def tick(gw: Gateway) -> int:
             return 0
     async with gw.write() as s:
         return await permissions.expire_due(s)
+
+
+async def deliver_calendar(gw: Gateway, now: datetime | None = None) -> int:
+    """Deliver every calendar occurrence due at `now`, each in its own write
+    transaction (services/calendar_due.py claims it); returns how many were sent.
+    Reads first, so an idle gateway never takes the write lock."""
+    now = now or utcnow()
+    sent = 0
+    tried = 0
+    while tried < CALENDAR_PER_PASS:
+        async with gw.read() as s:
+            batch = await calendar_due.due(s, now, min(50, CALENDAR_PER_PASS - tried))
+        if not batch:
+            break
+        for d in batch:
+            tried += 1
+            async with gw.write() as s:
+                sent += await calendar_due.deliver_one(s, gw.settings, d, now)
+    return sent
 
 
 async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepResult:
@@ -44,7 +70,7 @@ async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepRe
     return result
 
 
-async def run(gw: Gateway, stop: anyio.Event) -> None:
+async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
     """Run until `stop` is set; a failed pass is logged and retried on the next tick.
 
     Shutdown waits for the pass in progress instead of cancelling it: cancelling
@@ -56,10 +82,14 @@ async def run(gw: Gateway, stop: anyio.Event) -> None:
             await tick(gw)
         except Exception:  # keep the scheduler alive; the next pass retries
             log.exception("scheduler pass failed")
+        try:
+            await deliver_calendar(gw, clock())
+        except Exception:  # nothing was claimed by a failed transaction; retried
+            log.exception("calendar pass failed")
         if last_sweep is None or anyio.current_time() - last_sweep >= SWEEP_EVERY_S:
             last_sweep = anyio.current_time()
             try:
-                await sweep_blobs(gw)
+                await sweep_blobs(gw, clock())
             except Exception:  # the next sweep retries
                 log.exception("blob sweep failed")
         with anyio.move_on_after(gw.settings.scheduler_interval_s):
