@@ -18,6 +18,7 @@ from mailui4agents.api import (
     agent_sessions,
     attachments,
     auth,
+    calendar,
     discovery,
     events,
     health,
@@ -120,6 +121,8 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         app.include_router(module.router)
     app.include_router(discovery.router)
     app.include_router(attachments.router)
+    app.include_router(calendar.router)  # docs/api.md, "Calendar"
+    app.include_router(calendar.agent_router)
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     document_errors(app)
     return app

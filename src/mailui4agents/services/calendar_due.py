@@ -111,7 +111,13 @@ async def deliver_one(s: AsyncSession, settings: Settings, d: Due, now: datetime
         await s.execute(
             update(CalendarEntryRow)
             .where(CalendarEntryRow.id == d.entry_id)
-            .values(status=FAILED, next_due=d.due_at, last_error=error, updated_at=now)
+            .values(
+                status=FAILED,
+                next_due=d.due_at,
+                delivered=CalendarEntryRow.delivered - 1,  # counted by the claim; not sent
+                last_error=error,
+                updated_at=now,
+            )
             .execution_options(synchronize_session=False)
         )
     s.add(occurrence)
