@@ -205,7 +205,9 @@ async def test_an_edit_moves_the_time_and_changes_what_is_sent(cal: Cal) -> None
     at = soon()
     e = await cal.ok("ana", start_at=iso(at))
     later = at + timedelta(hours=1)
-    r = await cal.patch("ana", e["id"], start_at=iso(later), subject="moved", to=["gemini@/srv/shop"])
+    r = await cal.patch(
+        "ana", e["id"], start_at=iso(later), subject="moved", to=["gemini@/srv/shop"]
+    )
     assert r.status_code == 200, r.text
     assert utc(r.json()["next_due"]) == later and r.json()["to"] == ["gemini@/srv/shop"]
     assert await cal.tick(at) == 0  # the old time is gone
@@ -243,9 +245,7 @@ async def test_list_shows_upcoming_first_and_filters_by_status(cal: Cal) -> None
     assert [i["id"] for i in r.json()["items"]] == [c["id"]]
     r = await cal.api.http.get(CAL, params={"limit": 2}, headers=cal.api.auth("ana"))
     assert len(r.json()["items"]) == 2 and r.json()["next_cursor"] == "2"
-    r = await cal.api.http.get(
-        CAL, params={"limit": 2, "cursor": "2"}, headers=cal.api.auth("ana")
-    )
+    r = await cal.api.http.get(CAL, params={"limit": 2, "cursor": "2"}, headers=cal.api.auth("ana"))
     assert [i["id"] for i in r.json()["items"]] == [c["id"]]
 
 
@@ -306,7 +306,9 @@ async def test_an_update_is_validated_like_a_create(cal: Cal) -> None:
 
 
 async def test_an_agent_may_not_choose_a_permission_mode(cal: Cal) -> None:
-    r = await cal.create("claude", to=["ana@/srv/shop"], start_at=iso(soon()), permission_mode="full")
+    r = await cal.create(
+        "claude", to=["ana@/srv/shop"], start_at=iso(soon()), permission_mode="full"
+    )
     assert r.status_code == 400 and r.json()["error"]["field"] == "permission_mode"
 
 
@@ -422,3 +424,58 @@ async def test_an_agent_over_its_budget_gets_a_failed_entry_not_a_mail(settings:
             assert got["delivered"] == 0
             assert got["occurrences"][0]["error"] == got["last_error"]
             assert len(await c.inbox("gemini")) == 0
+
+
+# --- attachments: sent with the mail, and held against the blob sweep ----------------
+
+
+async def _upload(cal: Cal, who: str, content: bytes) -> str:
+    r = await cal.api.http.post(
+        "/api/v1/attachments",
+        files={"file": ("plan.txt", content, "text/plain")},
+        headers=cal.api.auth(who),
+    )
+    assert r.status_code == 201, r.text
+    aid: str = r.json()["attachment_id"]
+    return aid
+
+
+async def test_attachments_of_a_live_entry_survive_the_sweep_and_are_sent(cal: Cal) -> None:
+    held = await _upload(cal, "ana", b"the plan")
+    loose = await _upload(cal, "ana", b"nobody needs this")
+    at = soon()
+    e = await cal.ok("ana", start_at=iso(at), attachment_ids=[held])
+    assert [a["attachment_id"] for a in e["attachments"]] == [held]
+
+    after_grace = datetime.now(UTC) + timedelta(days=3)
+    result = await scheduler.sweep_blobs(cal.gw, after_grace)
+    assert result.attachments == 1  # the loose upload only
+    r = await cal.api.http.get(f"/api/v1/attachments/{loose}", headers=cal.api.auth("ana"))
+    assert r.status_code == 404
+    r = await cal.api.http.get(f"/api/v1/attachments/{held}", headers=cal.api.auth("ana"))
+    assert r.status_code == 200 and r.content == b"the plan"
+
+    assert await cal.tick(at) == 1
+    [mail] = await cal.inbox()
+    assert [a["attachment_id"] for a in mail["attachments"]] == [held]
+
+
+async def test_a_cancelled_entry_lets_its_attachments_go(cal: Cal) -> None:
+    aid = await _upload(cal, "ana", b"draft")
+    e = await cal.ok("ana", start_at=iso(soon()), attachment_ids=[aid])
+    await cal.cancel("ana", e["id"])
+    result = await scheduler.sweep_blobs(cal.gw, datetime.now(UTC) + timedelta(days=3))
+    assert result.attachments == 1 and result.blobs == 1
+    assert (await cal.get("ana", e["id"])).json()["attachments"] == []
+
+
+async def test_one_may_schedule_only_attachments_one_may_send(cal: Cal) -> None:
+    bobs = await _upload(cal, "bob", b"bob's secret")
+    r = await cal.create("ana", start_at=iso(soon()), attachment_ids=[bobs])
+    assert r.status_code == 400 and r.json()["error"]["field"] == "attachment_ids[0]"
+    mine = await _upload(cal, "ana", b"mine")
+    e = await cal.ok("ana", start_at=iso(soon()))
+    r = await cal.patch("ana", e["id"], attachment_ids=[mine, bobs])
+    assert r.status_code == 400 and r.json()["error"]["field"] == "attachment_ids[1]"
+    r = await cal.patch("ana", e["id"], attachment_ids=[mine])
+    assert r.status_code == 200 and len(r.json()["attachments"]) == 1
