@@ -43,6 +43,8 @@ COMMANDS = {
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",
     "install-mcp": "mailui4agents.cli.install_mcp:install_mcp",
     "bridge": "mailui4agents.cli.bridge:bridge",
+    "schedule": "mailui4agents.cli.calendar:schedule",
+    "calendar": "mailui4agents.cli.calendar:calendar",
 }
 
 

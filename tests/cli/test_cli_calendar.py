@@ -1,0 +1,90 @@
+"""``agentmail schedule`` and ``agentmail calendar``: the real console script
+against a real gateway, for a person and for an agent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from tests.conftest import Api
+
+from mailui4agents import testing
+from mailui4agents.testing import GatewayProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
+
+_SCRIPT = Path(sys.executable).with_name("agentmail")
+AGENTMAIL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mailui4agents.cli.main"]
+
+
+async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
+    with anyio.fail_after(60):
+        return await anyio.run_process(
+            [*AGENTMAIL, *args], env=env, check=False, stdin=subprocess.DEVNULL
+        )
+
+
+async def test_schedule_list_show_edit_and_cancel_from_the_command_line(
+    live: Api, gateway_process: GatewayProcess, tmp_path: Path
+) -> None:
+    token = await live.user("ana")
+    await live.agent("claude")
+    env = testing.clean_env(
+        AGENTMAIL_URL=gateway_process.url,
+        AGENTMAIL_TOKEN=token,
+        XDG_CONFIG_HOME=str(tmp_path / "xdg"),
+    )
+    done = await cli(
+        env, "schedule", "--to", "claude@/srv/shop", "--subject", "standup", "--body", "hi",
+        "--at", "2027-03-26T09:00", "--tz", "Europe/Berlin", "--rrule", "FREQ=DAILY;COUNT=4",
+        "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    entry = json.loads(done.stdout)
+    assert entry["upcoming"][:3] == [
+        "2027-03-26T08:00:00Z",
+        "2027-03-27T08:00:00Z",
+        "2027-03-28T07:00:00Z",  # summer time in Berlin from the 28th
+    ]
+
+    listed = await cli(env, "calendar")
+    assert listed.returncode == 0, listed.stderr.decode()
+    assert entry["id"] in listed.stdout.decode() and "standup" in listed.stdout.decode()
+
+    edited = await cli(env, "calendar", "edit", entry["id"], "--subject", "daily standup")
+    assert edited.returncode == 0, edited.stderr.decode()
+    shown = await cli(env, "calendar", "show", entry["id"])
+    assert (
+        "daily standup" in shown.stdout.decode() and "FREQ=DAILY;COUNT=4" in shown.stdout.decode()
+    )
+
+    cancelled = await cli(env, "calendar", "cancel", entry["id"])
+    assert cancelled.returncode == 0 and "Cancelled" in cancelled.stdout.decode()
+    listed = await cli(env, "calendar", "--status", "cancelled", "--json")
+    assert [e["id"] for e in json.loads(listed.stdout)["items"]] == [entry["id"]]
+
+
+async def test_a_refused_schedule_names_the_field_and_exits_1(
+    live: Api, gateway_process: GatewayProcess, tmp_path: Path
+) -> None:
+    key = await live.agent("claude")
+    env = testing.clean_env(
+        AGENTMAIL_URL=gateway_process.url, AGENTMAIL_KEY=key, XDG_CONFIG_HOME=str(tmp_path / "x")
+    )
+    done = await cli(
+        env, "schedule", "--to", "claude@/srv/shop", "--subject", "s", "--body", "b",
+        "--at", "2027-01-01T09:00", "--tz", "Mars/Olympus",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "timezone" in done.stderr.decode() and "Mars/Olympus" in done.stderr.decode()
+    ok = await cli(
+        env, "schedule", "--to", "claude@/srv/shop", "--subject", "note to self", "--body", "b",
+        "--at", "2027-01-01T09:00Z",
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr.decode()
+    listed = await cli(env, "calendar")
+    assert "note to self" in listed.stdout.decode()  # an agent's own calendar
