@@ -98,6 +98,7 @@ MAIL_TOOL_NAMES: frozenset[str] = frozenset(
         "search_mail",
         "ask_human",
         "connect_to_server",
+        "schedule_mail",  # mail sent later: as much mail as send_mail
     }
 )
 

@@ -30,6 +30,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, WithJsonSchema
 
 from mailui4agents.client import ApiError, GatewayUnreachable, MailOut
+from mailui4agents.client.calendar import Calendar
 from mailui4agents.mcp import ask as asking
 from mailui4agents.mcp import format as fmt
 from mailui4agents.mcp.normalise import normalise_addresses, normalise_ids
@@ -137,7 +138,7 @@ def option_labels(value: Any) -> list[str] | None:
 
 
 def build_server(runtime: Runtime) -> FastMCP:
-    """The FastMCP server with all thirteen tools bound to ``runtime``."""
+    """The FastMCP server with all fourteen tools bound to ``runtime``."""
 
     @asynccontextmanager
     async def lifespan(_server: FastMCP) -> AsyncIterator[None]:
@@ -190,6 +191,48 @@ def build_server(runtime: Runtime) -> FastMCP:
         if not isinstance(sent, MailOut):  # a duplicate relay; not expected without a key
             raise ToolError(f"not sent: the gateway reported {sent!r:.200}")
         return fmt.format_sent(sent)
+
+    @register(WRITES)
+    async def schedule_mail(
+        to: Addresses,
+        subject: Annotated[str, Field(description="The subject line.")],
+        body: Annotated[str, Field(description="The text (markdown).")],
+        start_at: Annotated[
+            str,
+            Field(
+                description="When: ISO 8601, e.g. 2027-03-29T09:00 (wall-clock time in "
+                "`timezone`), or with Z / +02:00."
+            ),
+        ],
+        timezone: Annotated[
+            str, Field(description="IANA time zone of start_at, e.g. Europe/Berlin.")
+        ] = "UTC",
+        rrule: Annotated[
+            str | None,
+            Field(description='Repeat (RFC 5545 RRULE), e.g. "FREQ=WEEKLY;BYDAY=MO;COUNT=4".'),
+        ] = None,
+        cc: OptionalAddresses = None,
+        attachment_ids: AttachmentIds = None,
+    ) -> str:
+        """Schedule a mail for later, once or repeating (it counts against your send
+        budget when it is sent). Addresses as for send_mail."""
+        recipients = normalise_addresses(to)
+        if not recipients:
+            raise ToolError("to: name at least one address")
+        entry = await Calendar(runtime.client()).schedule(
+            recipients,
+            subject,
+            body,
+            start_at,
+            timezone=timezone or "UTC",
+            rrule=rrule or None,
+            cc=normalise_addresses(cc) or None,
+            attachment_ids=normalise_ids(attachment_ids) or None,
+            from_session_id=scope(),
+        )
+        times = ", ".join(t.isoformat().replace("+00:00", "Z") for t in entry.upcoming)
+        repeat = f" (repeats: {entry.rrule})" if entry.rrule else ""
+        return f"scheduled {entry.id}{repeat}; next (UTC): {times}"
 
     @register(READ_ONLY)
     async def read_inbox(
