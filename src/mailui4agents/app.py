@@ -42,6 +42,7 @@ from mailui4agents.services import identity, scheduler
 from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
+from mailui4agents.web import calendar_page
 from mailui4agents.web import views as web_views
 
 SQLITE_PREFIX = "sqlite+aiosqlite:///"
@@ -124,5 +125,6 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
     app.include_router(calendar.agent_router)
     app.include_router(web_views.router)  # the web UI (docs/web.md)
+    app.include_router(calendar_page.router)
     document_errors(app)
     return app
