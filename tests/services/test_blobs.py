@@ -20,6 +20,7 @@ from mailui4agents.services import attachments, blobs, scheduler
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
+from mailui4agents.wire.models import AttachmentRef
 from tests.conftest import fast_settings
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +47,7 @@ def files_under(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
-async def upload(gw: Gateway, data: bytes, name: str = "notes.txt") -> dict[str, Any]:
+async def upload(gw: Gateway, data: bytes, name: str = "notes.txt") -> AttachmentRef:
     writer = BlobStore.for_settings(gw.settings).writer()
     for i in range(0, len(data), 100):
         await writer.write(data[i : i + 100])
@@ -85,7 +86,7 @@ async def test_a_blob_is_stored_under_its_sha256_with_exactly_the_bytes_written(
     data = os.urandom(700)
     att = await upload(gw, data)
     sha = hashlib.sha256(data).hexdigest()
-    assert (att["sha256"], att["size"]) == (sha, 700)
+    assert (att.sha256, att.size) == (sha, 700)
     path = store.root / sha[:2] / sha
     assert path.read_bytes() == data
     assert files_under(store.root) == [path]  # and no temp file left behind
@@ -96,8 +97,8 @@ async def test_identical_bytes_uploaded_twice_are_stored_as_one_blob(
 ) -> None:
     first = await upload(gw, b"same bytes", name="a.txt")
     second = await upload(gw, b"same bytes", name="b.txt")
-    assert first["attachment_id"] != second["attachment_id"]
-    assert first["sha256"] == second["sha256"]
+    assert first.attachment_id != second.attachment_id
+    assert first.sha256 == second.sha256
     assert await count(gw, BlobRow) == 1
     assert await count(gw, AttachmentRow) == 2
     assert len(files_under(store.root)) == 1
@@ -105,8 +106,8 @@ async def test_identical_bytes_uploaded_twice_are_stored_as_one_blob(
 
 async def test_an_empty_file_is_a_blob_too(gw: Gateway, store: BlobStore) -> None:
     att = await upload(gw, b"")
-    assert (att["size"], att["sha256"]) == (0, hashlib.sha256(b"").hexdigest())
-    assert store.path(att["sha256"]).read_bytes() == b""
+    assert (att.size, att.sha256) == (0, hashlib.sha256(b"").hexdigest())
+    assert store.path(att.sha256).read_bytes() == b""
 
 
 async def test_a_write_past_the_limit_is_refused_and_deletes_its_temp_file(
@@ -132,7 +133,7 @@ async def test_sweep_removes_an_old_unreferenced_upload_and_its_file(
     gw: Gateway, store: BlobStore
 ) -> None:
     att = await upload(gw, b"forgotten")
-    path = store.path(att["sha256"])
+    path = store.path(att.sha256)
     result = await sweep(gw, store, utcnow() + GRACE + timedelta(minutes=1))
     assert result == blobs.SweepResult(attachments=1, blobs=1)
     assert not path.exists()
@@ -144,10 +145,10 @@ async def test_sweep_keeps_an_old_upload_that_a_mail_references(
     gw: Gateway, store: BlobStore
 ) -> None:
     att = await upload(gw, b"sent along")
-    await reference(gw, att["attachment_id"])
+    await reference(gw, att.attachment_id)
     result = await sweep(gw, store, utcnow() + timedelta(days=365))
     assert result == blobs.SweepResult()
-    assert store.path(att["sha256"]).read_bytes() == b"sent along"
+    assert store.path(att.sha256).read_bytes() == b"sent along"
     assert await count(gw, AttachmentRow) == 1
 
 
@@ -155,7 +156,7 @@ async def test_sweep_keeps_a_young_unreferenced_upload(gw: Gateway, store: BlobS
     att = await upload(gw, b"mail still being written")
     result = await sweep(gw, store, utcnow() + GRACE - timedelta(minutes=1))
     assert result == blobs.SweepResult()
-    assert store.path(att["sha256"]).exists()
+    assert store.path(att.sha256).exists()
 
 
 async def test_sweep_keeps_a_blob_that_a_referenced_upload_of_the_same_bytes_uses(
@@ -163,10 +164,10 @@ async def test_sweep_keeps_a_blob_that_a_referenced_upload_of_the_same_bytes_use
 ) -> None:
     await upload(gw, b"twice", name="unsent.txt")
     kept = await upload(gw, b"twice", name="sent.txt")
-    await reference(gw, kept["attachment_id"])
+    await reference(gw, kept.attachment_id)
     result = await sweep(gw, store, utcnow() + timedelta(days=365))
     assert result == blobs.SweepResult(attachments=1, blobs=0)
-    assert store.path(kept["sha256"]).read_bytes() == b"twice"
+    assert store.path(kept.sha256).read_bytes() == b"twice"
 
 
 async def test_an_upload_of_bytes_whose_blob_was_swept_stores_them_again(
@@ -174,9 +175,9 @@ async def test_an_upload_of_bytes_whose_blob_was_swept_stores_them_again(
 ) -> None:
     old = await upload(gw, b"again")
     await sweep(gw, store, utcnow() + timedelta(days=365))
-    assert not store.path(old["sha256"]).exists()
+    assert not store.path(old.sha256).exists()
     new = await upload(gw, b"again")
-    assert store.path(new["sha256"]).read_bytes() == b"again"
+    assert store.path(new.sha256).read_bytes() == b"again"
     assert await count(gw, BlobRow) == 1
 
 
@@ -195,4 +196,4 @@ async def test_the_scheduler_sweep_uses_the_configured_grace(gw: Gateway, store:
     assert await scheduler.sweep_blobs(gw, now=utcnow()) == blobs.SweepResult()
     later = utcnow() + timedelta(seconds=gw.settings.blob_grace_s + 60)
     assert await scheduler.sweep_blobs(gw, now=later) == blobs.SweepResult(1, 1)
-    assert not store.path(att["sha256"]).exists()
+    assert not store.path(att.sha256).exists()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -10,68 +10,69 @@ from mailui4agents.api.deps import Admin, GatewayDep
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import AgentCreate, NameIn, UserCreate
 from mailui4agents.services import identity
-from mailui4agents.services.identity import fmt_time
+from mailui4agents.wire.models import (
+    AgentCreated,
+    AgentOut,
+    KeyRotated,
+    OwnerOut,
+    Page,
+    Revoked,
+    UserCreated,
+    UserOut,
+)
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 
 MAX_KEY_GRACE_S = 30 * 86400  # a rotation's grace period is at most 30 days
 
 
-def _look_alike_warnings(similar: list[str]) -> list[dict[str, Any]]:
-    """Created anyway (look-alikes can be real names), but the admin is told."""
-    if not similar:
-        return []
-    listed = ", ".join(f"'{n}'" for n in similar)
-    return [
-        {
-            "code": "confusable",
-            "message": f"this name looks like {listed}; people may mistake one for the other",
-            "similar_to": similar,
-        }
-    ]
-
-
-@router.post("/users", status_code=201)
-async def create_user(body: UserCreate, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+@router.post("/users", status_code=201, response_model=UserCreated)
+async def create_user(body: UserCreate, _: Admin, gw: GatewayDep) -> UserCreated:
     async with gw.write() as s:
         row = await identity.create_user(s, gw.hasher, body.username, body.password, body.is_admin)
         similar = await identity.look_alikes(s, row.username)
-    return {**identity.user_out(row), "warnings": _look_alike_warnings(similar)}
+    user = identity.user_out(row)
+    return UserCreated(
+        username=user.username,
+        is_admin=user.is_admin,
+        created_at=user.created_at,
+        warnings=identity.name_warnings(similar),
+    )
 
 
-@router.get("/users")
-async def list_users(_: Admin, gw: GatewayDep) -> dict[str, Any]:
+@router.get("/users", response_model=Page[UserOut])
+async def list_users(_: Admin, gw: GatewayDep) -> Page[UserOut]:
     async with gw.read() as s:
         return page(await identity.list_users(s), None)
 
 
-@router.post("/agents", status_code=201)
-async def create_agent(body: AgentCreate, who: Admin, gw: GatewayDep) -> dict[str, Any]:
+@router.post("/agents", status_code=201, response_model=AgentCreated)
+async def create_agent(body: AgentCreate, who: Admin, gw: GatewayDep) -> AgentCreated:
     async with gw.write() as s:
         row, key = await identity.create_agent(
             s, body.name, body.workspaces, creator=who.name, owners=body.owners
         )
         owners = [o.username for o in await identity.agent_owners(s, row)]
         similar = await identity.look_alikes(s, row.name)
-    return {
-        "name": row.name,
-        "key": key,
-        "owners": owners,
-        "created_at": fmt_time(row.created_at),
-        "warnings": _look_alike_warnings(similar),
-    }
+    return AgentCreated(
+        name=row.name,
+        key=key,
+        owners=owners,
+        created_at=row.created_at,
+        warnings=identity.name_warnings(similar),
+    )
 
 
-@router.get("/agents/{name}/owners")
-async def list_agent_owners(name: str, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+@router.get("/agents/{name}/owners", response_model=Page[OwnerOut])
+async def list_agent_owners(name: str, _: Admin, gw: GatewayDep) -> Page[OwnerOut]:
     """The humans who see and adopt this agent's platform sessions."""
     async with gw.read() as s:
         rows = await identity.agent_owners(s, await identity.get_agent(s, name))
     return page([identity.owner_out(r) for r in rows], None)
 
 
-@router.post("/agents/{name}/owners", status_code=201)
-async def add_agent_owner(name: str, body: NameIn, who: Admin, gw: GatewayDep) -> dict[str, Any]:
+@router.post("/agents/{name}/owners", status_code=201, response_model=Page[OwnerOut])
+async def add_agent_owner(name: str, body: NameIn, who: Admin, gw: GatewayDep) -> Page[OwnerOut]:
     async with gw.write() as s:
         agent = await identity.get_agent(s, name)
         await identity.add_agent_owner(s, agent, body.name, who.name)
@@ -79,8 +80,8 @@ async def add_agent_owner(name: str, body: NameIn, who: Admin, gw: GatewayDep) -
     return page([identity.owner_out(r) for r in rows], None)
 
 
-@router.delete("/agents/{name}/owners/{username}")
-async def remove_agent_owner(name: str, username: str, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+@router.delete("/agents/{name}/owners/{username}", response_model=Page[OwnerOut])
+async def remove_agent_owner(name: str, username: str, _: Admin, gw: GatewayDep) -> Page[OwnerOut]:
     async with gw.write() as s:
         agent = await identity.get_agent(s, name)
         await identity.remove_agent_owner(s, agent, username)
@@ -88,30 +89,30 @@ async def remove_agent_owner(name: str, username: str, _: Admin, gw: GatewayDep)
     return page([identity.owner_out(r) for r in rows], None)
 
 
-@router.get("/agents")
-async def list_agents(_: Admin, gw: GatewayDep) -> dict[str, Any]:
+@router.get("/agents", response_model=Page[AgentOut])
+async def list_agents(_: Admin, gw: GatewayDep) -> Page[AgentOut]:
     async with gw.read() as s:
         return page(await identity.list_agents(s, gw.hub.connected), None)
 
 
-@router.post("/agents/{name}/keys", status_code=201)
+@router.post("/agents/{name}/keys", status_code=201, response_model=KeyRotated)
 async def rotate_key(
     name: str,
     _: Admin,
     gw: GatewayDep,
     grace_s: Annotated[int, Query(ge=0, le=MAX_KEY_GRACE_S)] = 0,
-) -> dict[str, Any]:
+) -> KeyRotated:
     """A new key, shown once. The agent's other keys stop working at once, or
     after `grace_s` seconds (time to deploy the new key); their open streams end
     then too."""
     async with gw.write() as s:
         agent = await identity.get_agent(s, name)
         key = await identity.rotate_agent_key(s, agent, grace_s)
-    return {"name": name, "key": key, "grace_s": grace_s}
+    return KeyRotated(name=name, key=key, grace_s=grace_s)
 
 
-@router.delete("/agents/{name}/keys/{key_id}")
-async def revoke_key(name: str, key_id: str, _: Admin, gw: GatewayDep) -> dict[str, Any]:
+@router.delete("/agents/{name}/keys/{key_id}", response_model=Revoked)
+async def revoke_key(name: str, key_id: str, _: Admin, gw: GatewayDep) -> Revoked:
     async with gw.write() as s:
         await identity.revoke_agent_key(s, name, key_id)
-    return {"revoked": key_id}
+    return Revoked(revoked=key_id)

@@ -13,7 +13,15 @@ from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import error_from_validation
 from mailui4agents.services import access, agents, content, identity, mail, platform_sessions
-from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page
+from mailui4agents.wire.models import (
+    Duplicate,
+    HeartbeatOut,
+    InboxItem,
+    JsonObject,
+    MailOut,
+    Marked,
+    Page,
+)
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 
@@ -28,14 +36,14 @@ class HeartbeatIn(BaseModel):
     version: str | None = None
     mode_enforcement: Any = None  # any value: unknown → advisory, never an error
     workspaces: list[str] | None = None
-    platform_sessions: list[dict[str, Any]] | None = None
+    platform_sessions: list[JsonObject] | None = None
     pending: Any = None
 
 
-@router.post("/heartbeat")
+@router.post("/heartbeat", response_model=HeartbeatOut, response_model_exclude_unset=True)
 async def heartbeat(
-    request: Request, who: Agent, gw: GatewayDep, body: dict[str, Any] = Body(...)
-) -> dict[str, Any]:
+    request: Request, who: Agent, gw: GatewayDep, body: JsonObject = Body(...)
+) -> HeartbeatOut:
     content.check_heartbeat(gw.settings, body)
     try:
         hb = HeartbeatIn.model_validate(body)
@@ -62,7 +70,7 @@ async def heartbeat(
     )
     async with gw.write() as s:
         level = await agents.heartbeat(s, who, report)
-    return {"ok": True, "unknown_fields": unknown, "mode_enforcement": level}
+    return HeartbeatOut(ok=True, unknown_fields=unknown, mode_enforcement=level)
 
 
 @router.post(
@@ -74,7 +82,7 @@ async def heartbeat(
 )
 async def send_mail(
     body: AgentMailCreate, who: Agent, gw: GatewayDep, response: Response
-) -> dict[str, Any]:
+) -> MailOut | Duplicate:
     content.check_mail(gw.settings, body.subject, body.body)
     async with gw.read() as r:  # lookups before the one writer is taken
         recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
@@ -108,7 +116,7 @@ async def inbox(
     limit: Limit = 50,
     cursor: str | None = None,
     body_limit: Annotated[int | None, Query(ge=0)] = None,
-) -> dict[str, Any]:
+) -> Page[InboxItem]:
     """Bodies are previews (`inbox_preview_chars`, `body_truncated: true`) unless
     `body_limit` says how much to keep (0 = whole bodies); read one mail for all of it."""
     async with gw.write() as s:
@@ -126,8 +134,8 @@ async def inbox(
     return page(items, nxt)
 
 
-@router.post("/inbox/read")
-async def mark_read(body: MarkRead, who: Agent, gw: GatewayDep) -> dict[str, Any]:
+@router.post("/inbox/read", response_model=Marked)
+async def mark_read(body: MarkRead, who: Agent, gw: GatewayDep) -> Marked:
     async with gw.write() as s:
         n = await mail.mark_read_request(
             s,
@@ -135,7 +143,7 @@ async def mark_read(body: MarkRead, who: Agent, gw: GatewayDep) -> dict[str, Any
             str(body.session_id) if body.session_id else None,
             [str(i) for i in body.mail_ids] if body.mail_ids is not None else None,
         )
-    return {"marked": n}
+    return Marked(marked=n)
 
 
 @router.get("/mail/{mail_id}", response_model=MailOut, response_model_exclude_unset=True)
@@ -145,7 +153,7 @@ async def read_mail(
     gw: GatewayDep,
     session_id: str | None = None,
     body_limit: Annotated[int | None, Query(ge=0)] = None,
-) -> dict[str, Any]:
+) -> MailOut:
     async with gw.write() as s:
         reader = await access.reader(s, who, session_id)
         return await mail.read_mail(s, reader, mail_id, body_limit=body_limit)
@@ -161,7 +169,7 @@ async def thread(
     session_id: str | None = None,
     limit: Limit = 50,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> Page[InboxItem]:
     async with gw.write() as s:
         reader = await access.reader(s, who, session_id)
         items, nxt = await mail.thread(s, reader, mail_id, limit=limit, cursor=cursor)

@@ -3,8 +3,6 @@ terminal session to a mail session its owner can approve from."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from mailui4agents.api.deps import Agent, GatewayDep
@@ -16,7 +14,7 @@ router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
 
 
 @router.get("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)
-async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> dict[str, Any]:
+async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> SessionOut:
     async with gw.read() as s:
         # The session itself is the scope: an agent may look up (for its mode) any
         # session it takes part in.
@@ -27,9 +25,7 @@ async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> dict[str, 
 
 
 @router.post("/interactive", response_model=SessionOut, response_model_exclude_unset=True)
-async def interactive_session(
-    body: InteractiveSessionIn, who: Agent, gw: GatewayDep
-) -> dict[str, Any]:
+async def interactive_session(body: InteractiveSessionIn, who: Agent, gw: GatewayDep) -> SessionOut:
     async with gw.write() as s:
         row = await agents.interactive_session(
             s,

@@ -15,13 +15,14 @@ from mailui4agents.services import access, attachments
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
+from mailui4agents.wire.models import AttachmentRef
 
 router = APIRouter(prefix="/api/v1", tags=["attachments"])
 
 CHUNK = 64 * 1024
 
 
-async def _upload(request: Request, who: Principal, gw: Gateway) -> dict[str, Any]:
+async def _upload(request: Request, who: Principal, gw: Gateway) -> AttachmentRef:
     store = BlobStore.for_settings(gw.settings)
     writer = store.writer()
     try:
@@ -62,25 +63,38 @@ async def _download(
     )
 
 
-@router.post("/attachments", status_code=201, openapi_extra=OPENAPI)
-async def upload(request: Request, who: Human, gw: GatewayDep) -> dict[str, Any]:
+@router.post("/attachments", status_code=201, response_model=AttachmentRef, openapi_extra=OPENAPI)
+async def upload(request: Request, who: Human, gw: GatewayDep) -> AttachmentRef:
     """Upload one file (multipart part `file`); mails then reference its id."""
     return await _upload(request, who, gw)
 
 
-@router.post("/agent/attachments", status_code=201, openapi_extra=OPENAPI)
-async def agent_upload(request: Request, who: Agent, gw: GatewayDep) -> dict[str, Any]:
+@router.post(
+    "/agent/attachments", status_code=201, response_model=AttachmentRef, openapi_extra=OPENAPI
+)
+async def agent_upload(request: Request, who: Agent, gw: GatewayDep) -> AttachmentRef:
     """Upload one file (multipart part `file`); mails then reference its id."""
     return await _upload(request, who, gw)
 
 
-@router.get("/attachments/{attachment_id}", response_class=StreamingResponse)
+# The bytes, as stored: their content type is the upload's (any type), never JSON.
+BINARY: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The attachment's bytes, with its stored Content-Type",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+@router.get("/attachments/{attachment_id}", response_class=StreamingResponse, responses=BINARY)
 async def download(attachment_id: str, who: Human, gw: GatewayDep) -> StreamingResponse:
     """The bytes, to the uploader or anyone who may read a mail carrying them."""
     return await _download(who, gw, attachment_id, None)
 
 
-@router.get("/agent/attachments/{attachment_id}", response_class=StreamingResponse)
+@router.get(
+    "/agent/attachments/{attachment_id}", response_class=StreamingResponse, responses=BINARY
+)
 async def agent_download(
     attachment_id: str, who: Agent, gw: GatewayDep, session_id: str | None = None
 ) -> StreamingResponse:

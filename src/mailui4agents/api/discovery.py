@@ -7,7 +7,7 @@ never names a workspace.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
@@ -17,7 +17,15 @@ from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import ForwardIn, Limit
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, discovery, search
-from mailui4agents.wire.models import Duplicate, MailOut
+from mailui4agents.wire.models import (
+    ContactOut,
+    Duplicate,
+    MailOut,
+    Page,
+    ParticipantOut,
+    SearchHit,
+    Suggestions,
+)
 
 agent_router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 human_router = APIRouter(prefix="/api/v1", tags=["mail"])
@@ -44,7 +52,7 @@ Partial = Annotated[str, Query(description="A partial address: name, name@path o
 )
 async def agent_forward(
     mail_id: str, body: ForwardIn, who: Agent, gw: GatewayDep, response: Response
-) -> dict[str, Any]:
+) -> MailOut | Duplicate:
     async with gw.write() as s:
         reader = await access.reader(s, who, str(body.session_id) if body.session_id else None)
         result = await discovery.forward(
@@ -53,35 +61,43 @@ async def agent_forward(
     return answer(result, response)
 
 
-@agent_router.get("/sessions/{id}/participants")
+@agent_router.get(
+    "/sessions/{id}/participants",
+    response_model=Page[ParticipantOut],
+    response_model_exclude_unset=True,
+)
 async def agent_participants(
     target: Annotated[str, Path(alias="id")],
     who: Agent,
     gw: GatewayDep,
     session_id: ScopeId = None,
-) -> dict[str, Any]:
+) -> Page[ParticipantOut]:
     async with gw.read() as s:
         reader = await access.reader(s, who, session_id)
         items = await discovery.participants(s, reader, target)
     return page(items, None)
 
 
-@agent_router.get("/contacts")
-async def agent_contacts(who: Agent, gw: GatewayDep, session_id: ScopeId = None) -> dict[str, Any]:
+@agent_router.get("/contacts", response_model=Page[ContactOut], response_model_exclude_unset=True)
+async def agent_contacts(
+    who: Agent, gw: GatewayDep, session_id: ScopeId = None
+) -> Page[ContactOut]:
     async with gw.read() as s:
         reader = await access.reader(s, who, session_id)
         return page(await discovery.contacts(s, reader), None)
 
 
-@agent_router.get("/contacts/suggest")
+@agent_router.get(
+    "/contacts/suggest", response_model=Suggestions, response_model_exclude_unset=True
+)
 async def agent_suggest(
     who: Agent, gw: GatewayDep, q: Partial = "", session_id: ScopeId = None
-) -> dict[str, Any]:
+) -> Suggestions:
     async with gw.read() as s:
         return await discovery.suggest(s, await access.reader(s, who, session_id), q)
 
 
-@agent_router.get("/search")
+@agent_router.get("/search", response_model=Page[SearchHit], response_model_exclude_unset=True)
 async def agent_search(
     who: Agent,
     gw: GatewayDep,
@@ -89,7 +105,7 @@ async def agent_search(
     session_id: ScopeId = None,
     limit: Limit = 50,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> Page[SearchHit]:
     async with gw.write() as s:  # a write: every read is recorded
         reader = await access.reader(s, who, session_id)
         items, nxt = await search.search(s, reader, q, limit, cursor)
@@ -108,7 +124,7 @@ async def agent_search(
 )
 async def human_forward(
     mail_id: str, body: ForwardIn, who: Human, gw: GatewayDep, response: Response
-) -> dict[str, Any]:
+) -> MailOut | Duplicate:
     if body.session_id is not None:
         # Refuse rather than ignore: people are not workspace-bound.
         raise invalid_value("session_id", "session_id is the read scope of agents; leave it out")
@@ -119,26 +135,28 @@ async def human_forward(
     return answer(result, response)
 
 
-@human_router.get("/contacts")
-async def human_contacts(who: Human, gw: GatewayDep) -> dict[str, Any]:
+@human_router.get("/contacts", response_model=Page[ContactOut], response_model_exclude_unset=True)
+async def human_contacts(who: Human, gw: GatewayDep) -> Page[ContactOut]:
     async with gw.read() as s:
         return page(await discovery.contacts(s, access.Reader(who)), None)
 
 
-@human_router.get("/contacts/suggest")
-async def human_suggest(who: Human, gw: GatewayDep, q: Partial = "") -> dict[str, Any]:
+@human_router.get(
+    "/contacts/suggest", response_model=Suggestions, response_model_exclude_unset=True
+)
+async def human_suggest(who: Human, gw: GatewayDep, q: Partial = "") -> Suggestions:
     async with gw.read() as s:
         return await discovery.suggest(s, access.Reader(who), q)
 
 
-@human_router.get("/search")
+@human_router.get("/search", response_model=Page[SearchHit], response_model_exclude_unset=True)
 async def human_search(
     who: Human,
     gw: GatewayDep,
     q: SearchText,
     limit: Limit = 50,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> Page[SearchHit]:
     """Mail of the sessions you take part in (admins: all sessions), newest first."""
     async with gw.write() as s:
         items, nxt = await search.search(s, access.Reader(who), q, limit, cursor)

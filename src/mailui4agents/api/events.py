@@ -26,6 +26,7 @@ from mailui4agents.services import identity
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
 from mailui4agents.wire.events import EventType
+from mailui4agents.wire.models import EventFrame, ResetEvent, to_json
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 
@@ -56,7 +57,7 @@ async def _stream(
     token: str,
     after: int,
     until: datetime | None,
-    reset: dict[str, Any] | None,
+    reset: ResetEvent | None,
 ) -> AsyncIterator[ServerSentEvent | bytes]:
     # Subscribed here, not in _open: a generator that never starts would never
     # unsubscribe. Nothing is lost: the first pass replays the log from `after`
@@ -72,7 +73,7 @@ async def _stream(
             # The client's Last-Event-ID is ahead of the log (a restore from backup):
             # events it would wait for may never come; it must catch up through the
             # inbox and resume from the id given here (docs/design.md, "Events").
-            yield sse_frame(after, EventType.RESET, reset)
+            yield sse_frame(after, EventType.RESET, to_json(reset))
         recheck_every = gw.settings.sse_token_recheck_s
         sub.until, sub.next_check = until, time.monotonic() + recheck_every
         while True:
@@ -133,13 +134,13 @@ async def _open(
         head = await log.last_id(s)
         found = await identity.authenticate_until(s, token)
     until = None if found is None else found[1]
-    reset: dict[str, Any] | None = None
+    reset: ResetEvent | None = None
     if after is None:
         after = head  # a fresh connection starts at "now"; clients catch up via the inbox
     elif after > head:
-        reset = {"reason": "ahead_of_log", "last_event_id": after, "head": head}
+        reset = ResetEvent(reason="ahead_of_log", last_event_id=after, head=head)
         after = head
-    headers: dict[str, Any] = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return EventSourceResponse(
         _stream(gw, who, token, after, until, reset),
         ping=gw.settings.sse_ping_s,
@@ -147,11 +148,21 @@ async def _open(
     )
 
 
-@router.get("/agent/events", response_class=EventSourceResponse)
+# What a stream carries, for the OpenAPI document: frames whose `data` is one of
+# the event models (docs/api.md, "Events").
+STREAM: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": EventFrame,
+        "description": "Server-sent events: `id`, `event` (EventType) and `data` (JSON) lines",
+    }
+}
+
+
+@router.get("/agent/events", response_class=EventSourceResponse, responses=STREAM)
 async def agent_events(request: Request, who: Agent, gw: GatewayDep) -> EventSourceResponse:
     return await _open(request, gw, who)
 
 
-@router.get("/events", response_class=EventSourceResponse)
+@router.get("/events", response_class=EventSourceResponse, responses=STREAM)
 async def human_events(request: Request, who: Human, gw: GatewayDep) -> EventSourceResponse:
     return await _open(request, gw, who)

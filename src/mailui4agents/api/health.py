@@ -2,29 +2,34 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Response
 
 from mailui4agents.api.deps import GatewayDep
 from mailui4agents.db import migrate
+from mailui4agents.wire.models import HealthOut, ReadyOut
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+@router.get("/healthz", response_model=HealthOut)
+async def healthz() -> HealthOut:
+    return HealthOut(status="ok")
 
 
-@router.get("/readyz")
-async def readyz(gw: GatewayDep) -> JSONResponse:
+@router.get(
+    "/readyz",
+    response_model=ReadyOut,
+    response_model_exclude_unset=True,
+    responses={503: {"model": ReadyOut, "description": "Not ready: migrating or unavailable"}},
+)
+async def readyz(gw: GatewayDep, response: Response) -> ReadyOut:
     try:
         current = await migrate.current_revision(gw.db)
     except Exception as e:  # the database is unreachable: not ready, say why
-        return JSONResponse({"status": "unavailable", "error": str(e)}, status_code=503)
+        response.status_code = 503
+        return ReadyOut(status="unavailable", error=str(e))
     head = migrate.head_revision()
     if current != head:
-        return JSONResponse(
-            {"status": "migrating", "revision": current, "head": head}, status_code=503
-        )
-    return JSONResponse({"status": "ready", "revision": current})
+        response.status_code = 503
+        return ReadyOut(status="migrating", revision=current, head=head)
+    return ReadyOut(status="ready", revision=current)

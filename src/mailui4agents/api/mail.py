@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
@@ -25,7 +25,7 @@ router = APIRouter(prefix="/api/v1", tags=["mail"])
 )
 async def send_mail(
     body: MailCreate, who: Human, gw: GatewayDep, response: Response
-) -> dict[str, Any]:
+) -> MailOut | Duplicate:
     content.check_mail(gw.settings, body.subject, body.body)
     async with gw.read() as r:  # lookups before the one writer is taken
         recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
@@ -56,7 +56,7 @@ async def mailbox(
     limit: Limit = 50,
     cursor: str | None = None,
     body_limit: Annotated[int | None, Query(ge=0)] = None,
-) -> dict[str, Any]:
+) -> Page[InboxItem]:
     """Bodies are previews (`inbox_preview_chars`) unless `body_limit` says how
     much to keep (0 = whole bodies)."""
     async with gw.write() as s:
@@ -76,7 +76,7 @@ async def mailbox(
 
 
 @router.get("/mail/{mail_id}", response_model=MailOut, response_model_exclude_unset=True)
-async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> MailOut:
     async with gw.write() as s:
         return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
 
@@ -86,7 +86,7 @@ async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
 )
 async def thread(
     mail_id: str, who: Human, gw: GatewayDep, limit: Limit = 50, cursor: str | None = None
-) -> dict[str, Any]:
+) -> Page[InboxItem]:
     async with gw.write() as s:
         items, nxt = await mail.thread(s, access.Reader(who), mail_id, limit=limit, cursor=cursor)
     return page(items, nxt)

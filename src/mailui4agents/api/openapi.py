@@ -12,6 +12,9 @@ documents instead the error statuses it can answer, all in the one error shape
   an address or session in its body: NAMES_IN_BODY);
 - 413 every operation with a request body (the body guard);
 - 409 and 429 where a rule can refuse (CONFLICTS, RATE_LIMITED below).
+
+Event streams answer `text/event-stream`, not JSON: their 200 documents the
+frame model (wire.models.EventFrame) under that media type (STREAMS).
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ NAMES_IN_BODY = {
     ("POST", "/api/v1/agent/permissions"),
 }
 
+# Operations that answer a stream of server-sent events.
+STREAMS = {"/api/v1/events", "/api/v1/agent/events"}
+
 # Operations anyone may call, without a token.
 PUBLIC = {"/api/v1/auth/login", "/healthz", "/readyz"}
 
@@ -76,7 +82,7 @@ def error_statuses(method: str, path: str, op: dict[str, Any]) -> set[int]:
     params = op.get("parameters", [])
     has_body = "requestBody" in op or method in ("POST", "PATCH", "PUT")
     codes: set[int] = set()
-    if has_body or params:
+    if has_body or params or path in STREAMS:  # streams: a bad Last-Event-ID
         codes.add(400)
     if path not in PUBLIC:
         codes |= {401, 403}
@@ -113,6 +119,9 @@ def document_errors(app: FastAPI) -> None:
                 for method, op in item.items():
                     responses = op.setdefault("responses", {})
                     responses.pop("422", None)
+                    if path in STREAMS:
+                        content = responses["200"]["content"]
+                        content["text/event-stream"] = content.pop("application/json")
                     for code in sorted(error_statuses(method.upper(), path, op)):
                         responses[str(code)] = {
                             "description": DESCRIPTIONS[code],

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from mailui4agents.wire.models import Page
+
+M = TypeVar("M", bound=BaseModel)
 
 
-def page(items: list[dict[str, Any]], next_cursor: str | None) -> dict[str, Any]:
-    return {"items": items, "next_cursor": next_cursor}
+def page(items: Sequence[M], next_cursor: str | None) -> Page[M]:
+    return Page[M](items=list(items), next_cursor=next_cursor)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import anyio
 from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
-from mailui4agents.api.results import DUPLICATE, answer
+from mailui4agents.api.results import DUPLICATE, answer_request
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
 from mailui4agents.db.tables import PermissionRow
 from mailui4agents.services import content, permissions
@@ -27,7 +27,7 @@ router = APIRouter(prefix="/api/v1", tags=["permissions"])
 )
 async def create_permission(
     body: PermissionCreate, who: Agent, gw: GatewayDep, response: Response
-) -> dict[str, Any]:
+) -> PermissionOut | Duplicate:
     options = [o.model_dump() for o in body.options] if body.options is not None else None
     content.check_permission(
         gw.settings,
@@ -51,7 +51,7 @@ async def create_permission(
             multi_select=body.multi_select,
             timeout_s=body.timeout_s,
         )
-    return answer(result, response)
+    return answer_request(result, response)
 
 
 @router.get(
@@ -64,7 +64,7 @@ async def get_permission(
     who: Agent,
     gw: GatewayDep,
     wait: Annotated[float, Query(ge=0, le=60)] = 0,
-) -> dict[str, Any]:
+) -> PermissionOut:
     """Long-poll: answers as soon as the request is no longer pending, or after
     `wait` seconds with it still pending."""
 
@@ -91,7 +91,7 @@ async def list_permissions(
     status: Literal["pending", "decided"] | None = None,
     session_id: str | None = None,
     limit: Limit = 50,
-) -> dict[str, Any]:
+) -> Page[PermissionOut]:
     async with gw.write() as s:
         await permissions.expire_due(s, session_id)
         items = await permissions.list_for_human(s, who, status, session_id, limit)
@@ -105,7 +105,7 @@ async def list_permissions(
 )
 async def decide_permission(
     request_id: str, body: DecisionIn, who: Human, gw: GatewayDep
-) -> dict[str, Any]:
+) -> PermissionOut:
     content.check_decision(gw.settings, body.note, body.grant_pattern, body.answers)
     async with gw.write() as s:
         return await permissions.decide(
@@ -123,12 +123,12 @@ async def decide_permission(
 @router.get("/grants", response_model=Page[GrantOut], response_model_exclude_unset=True)
 async def list_grants(
     who: Human, gw: GatewayDep, session_id: str | None = None, include_revoked: bool = False
-) -> dict[str, Any]:
+) -> Page[GrantOut]:
     async with gw.read() as s:
         return page(await permissions.list_grants(s, who, session_id, include_revoked), None)
 
 
 @router.delete("/grants/{grant_id}", response_model=GrantOut, response_model_exclude_unset=True)
-async def revoke_grant(grant_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+async def revoke_grant(grant_id: str, who: Human, gw: GatewayDep) -> GrantOut:
     async with gw.write() as s:
         return await permissions.revoke_grant(s, who, grant_id)

@@ -19,8 +19,18 @@ DUPLICATE: dict[int | str, dict[str, Any]] = {
 }
 
 
-def answer(result: Sent | Opened | Duplicate, response: Response) -> dict[str, Any]:
-    if isinstance(result, Duplicate):
-        response.status_code = 200
-        return result.body()
-    return result.mail if isinstance(result, Sent) else result.request
+def _duplicate(result: Duplicate, response: Response) -> wire.Duplicate:
+    response.status_code = 200
+    return result.body()
+
+
+def answer(result: Sent | Duplicate, response: Response) -> wire.MailOut | wire.Duplicate:
+    """A send: the mail (201), or the first mail's id (200)."""
+    return _duplicate(result, response) if isinstance(result, Duplicate) else result.mail
+
+
+def answer_request(
+    result: Opened | Duplicate, response: Response
+) -> wire.PermissionOut | wire.Duplicate:
+    """A permission request: the request (201), or the first request's id (200)."""
+    return _duplicate(result, response) if isinstance(result, Duplicate) else result.request

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter
 
@@ -24,14 +24,14 @@ async def list_sessions(
     q: str | None = None,
     limit: Limit = 50,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> Page[SessionOut]:
     async with gw.read() as s:
         items, nxt = await sessions.list_sessions(s, who, status, workspace, q, limit, cursor)
     return page(items, nxt)
 
 
 @router.get("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)
-async def get_session(session_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+async def get_session(session_id: str, who: Human, gw: GatewayDep) -> SessionOut:
     async with gw.read() as s:
         return await sessions.show_session(s, who, session_id)
 
@@ -39,7 +39,7 @@ async def get_session(session_id: str, who: Human, gw: GatewayDep) -> dict[str, 
 @router.patch("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)
 async def update_session(
     session_id: str, body: SessionPatch, who: Human, gw: GatewayDep
-) -> dict[str, Any]:
+) -> SessionOut:
     async with gw.write() as s:
         return await sessions.update_session(
             s, who, session_id, body.alias, body.permission_mode, body.archived
@@ -49,7 +49,7 @@ async def update_session(
 @router.get(
     "/{session_id}/deciders", response_model=Page[DeciderOut], response_model_exclude_unset=True
 )
-async def list_deciders(session_id: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+async def list_deciders(session_id: str, who: Human, gw: GatewayDep) -> Page[DeciderOut]:
     """Who may decide requests and change the mode: owners and named deciders."""
     async with gw.read() as s:
         return page(await sessions.list_deciders(s, who, session_id), None)
@@ -61,7 +61,9 @@ async def list_deciders(session_id: str, who: Human, gw: GatewayDep) -> dict[str
     response_model=Page[DeciderOut],
     response_model_exclude_unset=True,
 )
-async def add_decider(session_id: str, body: NameIn, who: Human, gw: GatewayDep) -> dict[str, Any]:
+async def add_decider(
+    session_id: str, body: NameIn, who: Human, gw: GatewayDep
+) -> Page[DeciderOut]:
     """An owner names another person who may decide (owners only)."""
     async with gw.write() as s:
         items = await sessions.change_deciders(s, who, session_id, add=body.name, remove=None)
@@ -73,7 +75,9 @@ async def add_decider(session_id: str, body: NameIn, who: Human, gw: GatewayDep)
     response_model=Page[DeciderOut],
     response_model_exclude_unset=True,
 )
-async def remove_decider(session_id: str, name: str, who: Human, gw: GatewayDep) -> dict[str, Any]:
+async def remove_decider(
+    session_id: str, name: str, who: Human, gw: GatewayDep
+) -> Page[DeciderOut]:
     async with gw.write() as s:
         items = await sessions.change_deciders(s, who, session_id, add=None, remove=name)
     return page(items, None)

@@ -7,21 +7,23 @@ key writes nothing and returns `Duplicate` with the id of the first.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from mailui4agents.wire.models import Duplicate as DuplicateOut
+from mailui4agents.wire.models import MailOut, PermissionOut
 
 
 @dataclass(frozen=True)
 class Sent:
     """A mail was stored and delivered; `mail` is its MailOut for the sender."""
 
-    mail: dict[str, Any]
+    mail: MailOut
 
 
 @dataclass(frozen=True)
 class Opened:
     """A permission request was opened (or decided at once by a grant)."""
 
-    request: dict[str, Any]
+    request: PermissionOut
 
 
 @dataclass(frozen=True)
@@ -32,5 +34,5 @@ class Duplicate:
     id: str
     id_field: str  # "mail_id" or "request_id", the field the answer names it by
 
-    def body(self) -> dict[str, Any]:
-        return {"status": "duplicate_relay", self.id_field: self.id}
+    def body(self) -> DuplicateOut:
+        return DuplicateOut.model_validate({"status": "duplicate_relay", self.id_field: self.id})

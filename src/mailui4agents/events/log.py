@@ -3,20 +3,31 @@ change they announce, so an event exists if and only if its change committed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
 
+from pydantic import BaseModel
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import EventRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.events.hub import LiveEvent
+from mailui4agents.wire.models import JsonObject, to_json
+
+Payload = BaseModel | JsonObject
+"""An event's data: its wire model (stored as that model's JSON), or JSON as is."""
+
+
+def _json(data: Payload | None) -> JsonObject | None:
+    return to_json(data) if isinstance(data, BaseModel) else data
+
 
 _PG_EVENT_LOCK = 0x6D61696C  # any constant; serialises appends on PostgreSQL
 
 
-async def append(s: AsyncSession, principals: Iterable[str], type_: str, data: Any) -> None:
+async def append(
+    s: AsyncSession, principals: Iterable[str], type_: str, data: Payload | None
+) -> None:
     """Add one event per principal; they are notified after the commit."""
     if s.get_bind().dialect.name == "postgresql" and not s.info.get("event_lock"):
         # Ids must become visible in increasing order, or a reader that has seen
@@ -24,12 +35,13 @@ async def append(s: AsyncSession, principals: Iterable[str], type_: str, data: A
         await s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_EVENT_LOCK})
         s.info["event_lock"] = True
     notify: set[str] = s.info.setdefault("notify", set())
+    data = _json(data)
     for principal in principals:
         s.add(EventRow(principal=principal, type=type_, data=data))
         notify.add(principal)
 
 
-async def append_each(s: AsyncSession, type_: str, rows: list[tuple[str, Any]]) -> None:
+async def append_each(s: AsyncSession, type_: str, rows: Sequence[tuple[str, Payload]]) -> None:
     """One event of `type_` per (principal, data), in one statement: a mail to 100
     recipients made 100 round trips inside the write transaction. Flush pending
     ORM events first, so ids keep the order in which events were appended."""
@@ -40,7 +52,7 @@ async def append_each(s: AsyncSession, type_: str, rows: list[tuple[str, Any]]) 
     now = utcnow()
     await s.execute(
         insert(EventRow),
-        [{"principal": p, "type": type_, "data": d, "created_at": now} for p, d in rows],
+        [{"principal": p, "type": type_, "data": _json(d), "created_at": now} for p, d in rows],
     )
     s.info.setdefault("notify", set()).update(p for p, _ in rows)
 

@@ -18,6 +18,7 @@ from mailui4agents.services import access, delivery, identity, platform_sessions
 from mailui4agents.services.platform_sessions import PlatformSessionIn
 from mailui4agents.services.principals import Principal
 from mailui4agents.settings import Settings
+from mailui4agents.wire.models import JsonObject
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Heartbeat:
     `raw` is stored whole; `mode_reported` tells an absent mode_enforcement from
     one reported as null (which normalises to advisory)."""
 
-    raw: dict[str, Any]
+    raw: JsonObject
     status: str | None = None
     platform: str | None = None
     version: str | None = None

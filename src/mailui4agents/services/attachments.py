@@ -9,7 +9,6 @@ to it, and attach only its own uploads). Anyone else is told it does not exist.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,6 +26,7 @@ from mailui4agents.domain.uploads import safe_content_type, safe_filename
 from mailui4agents.services import access, blobs
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import attachment_out
+from mailui4agents.wire.models import AttachmentRef
 
 
 async def create(
@@ -36,7 +36,7 @@ async def create(
     *,
     filename: str | None,
     content_type: str | None,
-) -> dict[str, Any]:
+) -> AttachmentRef:
     """Store a finished upload as a new attachment (its bytes at most once)."""
     now = utcnow()
     blob = await blobs.put(s, writer, now)

@@ -9,7 +9,7 @@ scope session, never from the caller.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
 
 from sqlalchemy import func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -30,6 +30,14 @@ from mailui4agents.services import access, content, mail
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.views import MailContext, session_address
 from mailui4agents.settings import Settings
+from mailui4agents.wire.models import (
+    ContactOut,
+    NameSuggestion,
+    ParticipantOut,
+    PathSuggestion,
+    SessionSuggestion,
+    Suggestions,
+)
 
 ROLE_ORDER = ("from", "to", "cc")
 SUGGEST_LIMIT = 20
@@ -48,12 +56,21 @@ def _kind(is_human: bool) -> str:
     return "human" if is_human else "agent"
 
 
+@dataclass
+class _Seen:
+    """A participant while the session's mails are walked."""
+
+    human: bool
+    roles: set[str] = field(default_factory=set)
+    sent: int = 0
+
+
 # -- participants -----------------------------------------------------------------------
 
 
 async def participants(
     s: AsyncSession, reader: access.Reader, session_id: str
-) -> list[dict[str, Any]]:
+) -> list[ParticipantOut]:
     """Everyone in from/to/cc of the session's mails, in order of first appearance:
     `{address, name, kind, roles, mails_sent}`; `mails_sent` 0 = not yet spoken."""
     access.require_scope(reader, "listing participants")
@@ -82,25 +99,25 @@ async def participants(
     for seq, name, human, role in recipients:
         by_mail.setdefault(seq, []).append((name, human, role))
 
-    people: dict[str, dict[str, Any]] = {}
+    people: dict[str, _Seen] = {}
 
-    def seen(name: str, human: bool) -> dict[str, Any]:
-        return people.setdefault(name, {"human": human, "roles": set(), "sent": 0})
+    def seen(name: str, human: bool) -> _Seen:
+        return people.setdefault(name, _Seen(human))
 
     for seq, sender, sender_human in mails:
         entry = seen(sender, sender_human)
-        entry["roles"].add("from")
-        entry["sent"] += 1
+        entry.roles.add("from")
+        entry.sent += 1
         for name, human, role in by_mail.get(seq, []):
-            seen(name, human)["roles"].add(role)
+            seen(name, human).roles.add(role)
     return [
-        {
-            "address": session_address(target, name),
-            "name": name,
-            "kind": _kind(p["human"]),
-            "roles": [r for r in ROLE_ORDER if r in p["roles"]],
-            "mails_sent": p["sent"],
-        }
+        ParticipantOut(
+            address=session_address(target, name),
+            name=name,
+            kind=_kind(p.human),
+            roles=[r for r in ROLE_ORDER if r in p.roles],
+            mails_sent=p.sent,
+        )
         for name, p in people.items()
     ]
 
@@ -108,7 +125,7 @@ async def participants(
 # -- contacts ---------------------------------------------------------------------------
 
 
-async def contacts(s: AsyncSession, reader: access.Reader) -> list[dict[str, Any]]:
+async def contacts(s: AsyncSession, reader: access.Reader) -> list[ContactOut]:
     """Everyone `reader` exchanged mail with (sent to, or received from) in sessions
     it may read: `{name, kind, last_address, last_mail_at, unread}`, most recent
     first. `unread` = the reader's unread mail from that contact, in those sessions."""
@@ -162,18 +179,18 @@ async def contacts(s: AsyncSession, reader: access.Reader) -> list[dict[str, Any
         .group_by(MailRow.from_name)
     )
     unread = {name: int(n) for name, n in counts.all()}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ContactOut] = {}
     for name, human, seq in sorted(latest, key=lambda r: -r[2]):
         if name in out:  # one name is one principal; keep its most recent row
             continue
         m = last[seq]
-        out[name] = {
-            "name": name,
-            "kind": _kind(bool(human)),
-            "last_address": session_address(sess[m.session_id], name),
-            "last_mail_at": fmt_time(m.created_at),
-            "unread": int(unread.get(name, 0)),
-        }
+        out[name] = ContactOut(
+            name=name,
+            kind=_kind(bool(human)),
+            last_address=session_address(sess[m.session_id], name),
+            last_mail_at=m.created_at,
+            unread=int(unread.get(name, 0)),
+        )
     return list(out.values())
 
 
@@ -182,7 +199,7 @@ async def contacts(s: AsyncSession, reader: access.Reader) -> list[dict[str, Any
 
 async def suggest(
     s: AsyncSession, reader: access.Reader, q: str, limit: int = SUGGEST_LIMIT
-) -> dict[str, list[dict[str, Any]]]:
+) -> Suggestions:
     """Three-part completion of a partial address `name@path.session`.
 
     - no `@` yet: `names` — users and agents whose name starts with `q`;
@@ -199,18 +216,17 @@ async def suggest(
     access.require_scope(reader, "address suggestions")
     workspace = reader.scope.workspace if reader.scope is not None else None
     name, at, rest = q.strip().partition("@")
-    out: dict[str, list[dict[str, Any]]] = {"names": [], "paths": [], "sessions": []}
     if not at:
-        out["names"] = await _names(s, name, limit)
-        return out
-    out["paths"] = await _paths(s, reader, workspace, name, rest, limit)
+        return Suggestions(names=await _names(s, name, limit), paths=[], sessions=[])
+    paths = await _paths(s, reader, workspace, name, rest, limit)
     path, dot, partial = rest.rpartition(".")
+    found: list[SessionSuggestion] = []
     if dot and (workspace is None or path == workspace):
-        out["sessions"] = await _sessions(s, reader, name, path, partial, limit)
-    return out
+        found = await _sessions(s, reader, name, path, partial, limit)
+    return Suggestions(names=[], paths=paths, sessions=found)
 
 
-async def _names(s: AsyncSession, prefix: str, limit: int) -> list[dict[str, Any]]:
+async def _names(s: AsyncSession, prefix: str, limit: int) -> list[NameSuggestion]:
     low = prefix.lower()
     users = await s.scalars(
         select(UserRow.username)
@@ -224,10 +240,10 @@ async def _names(s: AsyncSession, prefix: str, limit: int) -> list[dict[str, Any
         .order_by(AgentRow.name)
         .limit(limit)
     )
-    found = [{"name": n, "kind": "human"} for n in users] + [
-        {"name": n, "kind": "agent"} for n in agents
+    found = [NameSuggestion(name=n, kind="human") for n in users] + [
+        NameSuggestion(name=n, kind="agent") for n in agents
     ]
-    return sorted(found, key=lambda f: (f["name"].lower(), f["name"]))[:limit]
+    return sorted(found, key=lambda f: (f.name.lower(), f.name))[:limit]
 
 
 async def _paths(
@@ -237,7 +253,7 @@ async def _paths(
     name: str,
     prefix: str,
     limit: int,
-) -> list[dict[str, Any]]:
+) -> list[PathSuggestion]:
     last = func.max(
         func.coalesce(SessionRow.last_mail_at, SessionRow.created_at), type_=UTCDateTime()
     )
@@ -254,12 +270,7 @@ async def _paths(
         )
     ).all()
     out = [
-        {
-            "path": p,
-            "address": _address(name, p, None),
-            "last_mail_at": fmt_time(when),
-            "declared": False,
-        }
+        PathSuggestion(path=p, address=_address(name, p, None), last_mail_at=when, declared=False)
         for p, when in rows
     ]
     declared: list[str] = []
@@ -268,7 +279,7 @@ async def _paths(
     ):
         row = await s.scalar(select(AgentRow.workspaces).where(AgentRow.name == agent_name))
         declared += [w for w in row or [] if isinstance(w, str)]
-    known = {p["path"] for p in out}
+    known = {p.path for p in out}
     for w in declared:
         if w in known or not w.startswith(prefix):
             continue
@@ -276,7 +287,9 @@ async def _paths(
             continue  # a scoped agent sees only its workspace
         known.add(w)
         out.append(
-            {"path": w, "address": _address(name, w, None), "last_mail_at": None, "declared": True}
+            PathSuggestion(
+                path=w, address=_address(name, w, None), last_mail_at=None, declared=True
+            )
         )
     return out[:limit]
 
@@ -288,7 +301,7 @@ async def _sessions(
     path: str,
     partial: str,
     limit: int,
-) -> list[dict[str, Any]]:
+) -> list[SessionSuggestion]:
     if not name:
         return []
     recent = func.coalesce(SessionRow.last_mail_at, SessionRow.created_at)
@@ -306,16 +319,16 @@ async def _sessions(
             .limit(limit)
         )
     ).all()
-    out: list[dict[str, Any]] = [
-        {
-            "alias": row.alias,
-            "address": _address(name, path, row.alias),
-            "session_id": row.id,
-            "status": row.status,
-            "last_mail_at": fmt_time(row.last_mail_at),
-            "adoptable": False,
-            "title": None,
-        }
+    out = [
+        SessionSuggestion(
+            alias=row.alias,
+            address=_address(name, path, row.alias),
+            session_id=row.id,
+            status=row.status,
+            last_mail_at=row.last_mail_at,
+            adoptable=False,
+            title=None,
+        )
         for row in rows
     ]
     if not await reader.can_see_platform_sessions_of(s, name):
@@ -341,21 +354,21 @@ async def _sessions(
             .limit(limit)
         )
     ).all()
-    seen = {o["alias"] for o in out}
+    seen = {o.alias for o in out}
     for p in platform:
         if p.slug in seen:
             continue
         seen.add(p.slug)
         out.append(
-            {
-                "alias": p.slug,
-                "address": _address(name, path, p.slug),
-                "session_id": None,
-                "status": None,
-                "last_mail_at": fmt_time(p.updated_at),
-                "adoptable": True,
-                "title": p.title,
-            }
+            SessionSuggestion(
+                alias=p.slug,
+                address=_address(name, path, p.slug),
+                session_id=None,
+                status=None,
+                last_mail_at=p.updated_at,
+                adoptable=True,
+                title=p.title,
+            )
         )
     return out[:limit]
 

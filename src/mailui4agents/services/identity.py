@@ -19,6 +19,14 @@ from mailui4agents.domain import names
 from mailui4agents.domain.errors import conflict, invalid_value, not_found
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.services.principals import Principal, principal_key
+from mailui4agents.wire.models import (
+    AgentKeyOut,
+    AgentOut,
+    NameWarning,
+    OwnerOut,
+    TokenOut,
+    UserOut,
+)
 
 USER_TOKEN_PREFIX = "am_user_"
 AGENT_KEY_PREFIX = "am_agent_"
@@ -131,7 +139,7 @@ def _active(revoked: Any, expires: Any, now: datetime) -> Any:
     return and_(revoked.is_(None), or_(expires.is_(None), expires > now))
 
 
-async def list_user_tokens(s: AsyncSession, user_id: str, current: str) -> list[dict[str, Any]]:
+async def list_user_tokens(s: AsyncSession, user_id: str, current: str) -> list[TokenOut]:
     """The user's usable tokens, newest first (never the secrets); `current` is
     the caller's own bearer token, marked so that a client can find itself."""
     rows = (
@@ -147,13 +155,13 @@ async def list_user_tokens(s: AsyncSession, user_id: str, current: str) -> list[
     ).all()
     digest = hash_token(current)
     return [
-        {
-            "id": r.id,
-            "name": r.name,
-            "created_at": fmt_time(r.created_at),
-            "expires_at": fmt_time(r.expires_at),
-            "current": r.token_hash == digest,
-        }
+        TokenOut(
+            id=r.id,
+            name=r.name,
+            created_at=r.created_at,
+            expires_at=r.expires_at,
+            current=r.token_hash == digest,
+        )
         for r in rows
     ]
 
@@ -237,12 +245,8 @@ async def remove_agent_owner(s: AsyncSession, agent: AgentRow, username: str) ->
     await s.flush()
 
 
-def owner_out(row: AgentOwnerRow) -> dict[str, Any]:
-    return {
-        "username": row.username,
-        "added_by": row.added_by,
-        "created_at": fmt_time(row.created_at),
-    }
+def owner_out(row: AgentOwnerRow) -> OwnerOut:
+    return OwnerOut(username=row.username, added_by=row.added_by, created_at=row.created_at)
 
 
 async def issue_agent_key(s: AsyncSession, agent: AgentRow) -> str:
@@ -375,15 +379,25 @@ async def ensure_admin(s: AsyncSession, hasher: PasswordHasher, password: str | 
     return generated
 
 
-def user_out(row: UserRow) -> dict[str, Any]:
-    return {
-        "username": row.username,
-        "is_admin": row.is_admin,
-        "created_at": fmt_time(row.created_at),
-    }
+def name_warnings(similar: list[str]) -> list[NameWarning]:
+    """Created anyway (look-alikes can be real names), but the admin is told."""
+    if not similar:
+        return []
+    listed = ", ".join(f"'{n}'" for n in similar)
+    return [
+        NameWarning(
+            code="confusable",
+            message=f"this name looks like {listed}; people may mistake one for the other",
+            similar_to=similar,
+        )
+    ]
 
 
-async def agent_out(s: AsyncSession, row: AgentRow) -> dict[str, Any]:
+def user_out(row: UserRow) -> UserOut:
+    return UserOut(username=row.username, is_admin=row.is_admin, created_at=row.created_at)
+
+
+async def agent_out(s: AsyncSession, row: AgentRow, connected_streams: int) -> AgentOut:
     keys = (
         await s.scalars(
             select(AgentKeyRow)
@@ -392,38 +406,36 @@ async def agent_out(s: AsyncSession, row: AgentRow) -> dict[str, Any]:
         )
     ).all()
     owners = [o.username for o in await agent_owners(s, row)]
-    return {
-        "name": row.name,
-        "owners": owners,
-        "workspaces": row.workspaces,
-        "status": row.status,
-        "platform": row.platform,
-        "version": row.version,
-        "mode_enforcement": row.mode_enforcement,
-        "last_seen_at": fmt_time(row.last_seen_at),
-        "created_at": fmt_time(row.created_at),
-        "keys": [
-            {
-                "key_id": k.id,
-                "prefix": k.prefix,
-                "created_at": fmt_time(k.created_at),
-                "revoked_at": fmt_time(k.revoked_at),
-                "expires_at": fmt_time(k.expires_at),
-            }
+    return AgentOut(
+        name=row.name,
+        owners=owners,
+        workspaces=row.workspaces,
+        status=row.status,
+        platform=row.platform,
+        version=row.version,
+        mode_enforcement=row.mode_enforcement,
+        last_seen_at=row.last_seen_at,
+        created_at=row.created_at,
+        keys=[
+            AgentKeyOut(
+                key_id=k.id,
+                prefix=k.prefix,
+                created_at=k.created_at,
+                revoked_at=k.revoked_at,
+                expires_at=k.expires_at,
+            )
             for k in keys
         ],
-    }
+        connected_streams=connected_streams,
+    )
 
 
-async def list_users(s: AsyncSession) -> list[dict[str, Any]]:
+async def list_users(s: AsyncSession) -> list[UserOut]:
     """Every user, by name."""
     return [user_out(r) for r in (await s.scalars(select(UserRow).order_by(UserRow.username)))]
 
 
-async def list_agents(s: AsyncSession, connected: Callable[[str], int]) -> list[dict[str, Any]]:
+async def list_agents(s: AsyncSession, connected: Callable[[str], int]) -> list[AgentOut]:
     """Every agent, by name, with `connected(key)`: its open event streams."""
     rows = (await s.scalars(select(AgentRow).order_by(AgentRow.name))).all()
-    items = [await agent_out(s, r) for r in rows]
-    for item in items:
-        item["connected_streams"] = connected(principal_key(item["name"], False))
-    return items
+    return [await agent_out(s, r, connected(principal_key(r.name, False))) for r in rows]

@@ -6,7 +6,6 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -21,6 +20,7 @@ from mailui4agents.services import access, attachments, delivery, identity, limi
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import MailContext, mail_out
 from mailui4agents.settings import Settings
+from mailui4agents.wire.models import InboxItem
 
 _ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/])")
 
@@ -248,7 +248,7 @@ async def inbox(
     mark: bool,
     q: str | None = None,
     body_limit: int | None = None,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[InboxItem], str | None]:
     """Mail addressed to `reader`. With `mark`, exactly the listed rows become read."""
     stmt = (
         select(MailRow)
@@ -291,7 +291,7 @@ async def readable(s: AsyncSession, reader: access.Reader, mail_id: str) -> Mail
 
 async def read_mail(
     s: AsyncSession, reader: access.Reader, mail_id: str, *, body_limit: int | None
-) -> dict[str, Any]:
+) -> InboxItem:
     ctx = await readable(s, reader, mail_id)
     await record_reads(s, reader.principal, [ctx], reader.scope_id, "read")
     await mark_read(s, reader.name, [ctx])
@@ -318,7 +318,7 @@ async def mark_read_request(
 
 async def thread(
     s: AsyncSession, reader: access.Reader, mail_id: str, *, limit: int, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[InboxItem], str | None]:
     """Every mail of that mail's session, oldest first (a session is a thread)."""
     access.require_scope(reader, "reading a thread")
     anchor = await readable(s, reader, mail_id)
@@ -327,7 +327,7 @@ async def thread(
 
 async def session_thread(
     s: AsyncSession, reader: access.Reader, session_id: str, *, limit: int, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[InboxItem], str | None]:
     """The same thread, named by its session (the web UI's `/sessions/{id}`);
     a session `reader` may not read is 404."""
     access.require_scope(reader, "reading a thread")
@@ -340,7 +340,7 @@ async def session_thread(
 
 async def _session_mails(
     s: AsyncSession, reader: access.Reader, session_id: str, *, limit: int, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[InboxItem], str | None]:
     stmt = select(MailRow).where(MailRow.session_id == session_id)
     after = parse_cursor(cursor)
     if after is not None:

@@ -24,57 +24,62 @@ from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.domain.results import Duplicate, Opened
 from mailui4agents.events import log
 from mailui4agents.services import access, delivery, limits
-from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.session_view import get_session
 from mailui4agents.wire.events import EventType
+from mailui4agents.wire.models import GrantOut, JsonObject, PermissionDecisionEvent, PermissionOut
 
 DEFAULT_TIMEOUT_S = 600
 
 
-def permission_out(row: PermissionRow, session: SessionRow | None = None) -> dict[str, Any]:
-    out = {
-        "id": row.id,
-        "session_id": row.session_id,
-        "kind": row.kind,
-        "agent": row.agent_name,
-        "tool_name": row.tool_name,
-        "tool_input": row.tool_input,
-        "summary": row.summary,
-        "question": row.question,
-        "options": row.options,
-        "multi_select": row.multi_select,
-        "status": row.status,
-        "decision": row.decision,
-        "note": row.note,
-        "answers": row.answers,
-        "decided_by": row.decided_by,
-        "decided_at": fmt_time(row.decided_at),
-        "expires_at": fmt_time(row.expires_at),
-        "relay_key": row.relay_key,
-        "mail_id": row.mail_id,
-        "grant_id": row.grant_id,
-        "created_at": fmt_time(row.created_at),
-    }
+def permission_out(row: PermissionRow, session: SessionRow | None = None) -> PermissionOut:
+    """PermissionOut; with `session`, plus where it is asked (`session_alias`,
+    `workspace`, `permission_mode`: lists and the `permission_request` event)."""
+    out = PermissionOut(
+        id=row.id,
+        session_id=row.session_id,
+        kind=row.kind,
+        agent=row.agent_name,
+        tool_name=row.tool_name,
+        tool_input=row.tool_input,
+        summary=row.summary,
+        question=row.question,
+        options=row.options,  # stored JSON, validated into OptionOut here
+        multi_select=row.multi_select,
+        status=row.status,
+        decision=row.decision,
+        note=row.note,
+        answers=row.answers,
+        decided_by=row.decided_by,
+        decided_at=row.decided_at,
+        expires_at=row.expires_at,
+        relay_key=row.relay_key,
+        mail_id=row.mail_id,
+        grant_id=row.grant_id,
+        created_at=row.created_at,
+    )
     if session is not None:
-        out["session_alias"] = session.alias
-        out["workspace"] = session.workspace
-        out["permission_mode"] = session.permission_mode
+        extra = {
+            "session_alias": session.alias,
+            "workspace": session.workspace,
+            "permission_mode": session.permission_mode,
+        }
+        out = out.model_copy(update=extra)
     return out
 
 
-def decision_event(row: PermissionRow) -> dict[str, Any]:
-    return {
-        "request_id": row.id,
-        "relay_key": row.relay_key,
-        "session_id": row.session_id,
-        "kind": row.kind,
-        "status": row.status,
-        "decision": row.decision,
-        "note": row.note,
-        "answers": row.answers,
-        "decided_by": row.decided_by,
-    }
+def decision_event(row: PermissionRow) -> PermissionDecisionEvent:
+    return PermissionDecisionEvent(
+        request_id=row.id,
+        relay_key=row.relay_key,
+        session_id=row.session_id,
+        kind=row.kind,
+        status=row.status,
+        decision=row.decision,
+        note=row.note,
+        answers=row.answers,
+        decided_by=row.decided_by,
+    )
 
 
 def _conflict(reason: str, message: str, **extra: Any) -> Conflict:
@@ -116,10 +121,10 @@ async def create_request(
     kind: str,
     relay_key: str,
     tool_name: str | None,
-    tool_input: dict[str, Any] | None,
+    tool_input: JsonObject | None,
     summary: str | None,
     question: str | None,
-    options: list[dict[str, Any]] | None,
+    options: list[JsonObject] | None,
     multi_select: bool,
     timeout_s: int | None,
 ) -> Opened | Duplicate:
@@ -227,7 +232,7 @@ def _validate_shape(
     kind: str,
     tool_name: str | None,
     question: str | None,
-    options: list[dict[str, Any]] | None,
+    options: list[JsonObject] | None,
     multi_select: bool,
 ) -> None:
     if kind == "approval":
@@ -249,7 +254,7 @@ def _validate_shape(
 
 
 async def _matching_grant(
-    s: AsyncSession, session_id: str, tool_name: str, tool_input: dict[str, Any]
+    s: AsyncSession, session_id: str, tool_name: str, tool_input: JsonObject
 ) -> GrantRow | None:
     grants = (
         await s.scalars(
@@ -311,7 +316,7 @@ async def decide(
     always: bool,
     grant_pattern: str | None,
     answers: list[str] | None,
-) -> dict[str, Any]:
+) -> PermissionOut:
     """A decider of the request's session approves or denies it (once)."""
     row = await get_request(s, request_id)
     session = await get_session(s, row.session_id)
@@ -436,7 +441,7 @@ async def cancel_pending(s: AsyncSession, session_id: str, by: str) -> int:
 
 async def list_for_human(
     s: AsyncSession, human: Principal, status: str | None, session_id: str | None, limit: int
-) -> list[dict[str, Any]]:
+) -> list[PermissionOut]:
     stmt = select(PermissionRow, SessionRow).join(
         SessionRow, SessionRow.id == PermissionRow.session_id
     )
@@ -453,22 +458,22 @@ async def list_for_human(
     return [permission_out(p, sess) for p, sess in (await s.execute(stmt)).all()]
 
 
-def grant_out(g: GrantRow) -> dict[str, Any]:
-    return {
-        "id": g.id,
-        "session_id": g.session_id,
-        "tool_name": g.tool_name,
-        "pattern": g.pattern,
-        "created_by": g.created_by,
-        "request_id": g.request_id,
-        "created_at": fmt_time(g.created_at),
-        "revoked_at": fmt_time(g.revoked_at),
-    }
+def grant_out(g: GrantRow) -> GrantOut:
+    return GrantOut(
+        id=g.id,
+        session_id=g.session_id,
+        tool_name=g.tool_name,
+        pattern=g.pattern,
+        created_by=g.created_by,
+        request_id=g.request_id,
+        created_at=g.created_at,
+        revoked_at=g.revoked_at,
+    )
 
 
 async def list_grants(
     s: AsyncSession, human: Principal, session_id: str | None, include_revoked: bool
-) -> list[dict[str, Any]]:
+) -> list[GrantOut]:
     # One query, not one participant lookup per grant.
     stmt = select(GrantRow).where(GrantRow.session_id.in_(access.Reader(human).readable_ids()))
     if session_id is not None:
@@ -478,7 +483,7 @@ async def list_grants(
     return [grant_out(g) for g in (await s.scalars(stmt.order_by(GrantRow.created_at))).all()]
 
 
-async def revoke_grant(s: AsyncSession, human: Principal, grant_id: str) -> dict[str, Any]:
+async def revoke_grant(s: AsyncSession, human: Principal, grant_id: str) -> GrantOut:
     g = await s.get(GrantRow, grant_id)
     if g is None:
         raise not_found(f"grant '{grant_id}'")

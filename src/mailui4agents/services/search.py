@@ -24,6 +24,7 @@ from mailui4agents.db.tables import MailRow
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, mail
 from mailui4agents.services.views import mail_out
+from mailui4agents.wire.models import SearchHit
 
 MARK = "**"  # around matched words in snippets (bodies are text/markdown)
 SNIPPET_TOKENS = 16  # FTS5 snippet() length in tokens
@@ -105,7 +106,7 @@ async def search(
     q: str | None,
     limit: int,
     cursor: str | None = None,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[SearchHit], str | None]:
     """Mails matching every term of `q` in sessions `reader` may read, newest first.
 
     Who may read what is `access.Reader` (agents: participant, in the workspace of
@@ -157,5 +158,10 @@ async def search(
     }
     ctxs = await mail.contexts(s, mails)
     await mail.record_reads(s, reader.principal, ctxs, reader.scope_id, "search")
-    items = [{**mail_out(c, reader.name), "snippet": snippets[c.mail.seq]} for c in ctxs]
+    items = [
+        SearchHit.model_validate(
+            {**dict(mail_out(c, reader.name)), "snippet": snippets[c.mail.seq]}
+        )
+        for c in ctxs
+    ]
     return items, (str(mails[-1].seq) if more and mails else None)

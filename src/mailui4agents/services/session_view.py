@@ -8,8 +8,6 @@ import it and none of them imports another to describe a session.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -18,6 +16,7 @@ from mailui4agents.domain.errors import not_found
 from mailui4agents.services import access
 from mailui4agents.services.principals import principal_key
 from mailui4agents.services.views import session_out
+from mailui4agents.wire.models import SessionOut
 
 
 async def get_session(s: AsyncSession, session_id: str) -> SessionRow:
@@ -49,7 +48,7 @@ async def unread_count(s: AsyncSession, session_id: str, viewer: str) -> int:
     return int(n or 0)
 
 
-async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> dict[str, Any]:
+async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> SessionOut:
     """SessionOut as `viewer` sees it (its unread count)."""
     people = await access.participants(s, row.id)
     unread = await unread_count(s, row.id, viewer)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -22,11 +21,11 @@ from mailui4agents.domain.errors import (
 )
 from mailui4agents.events import log
 from mailui4agents.services import access, identity, permissions
-from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.session_view import audience, describe, get_session
 from mailui4agents.settings import Settings
 from mailui4agents.wire.events import EventType
+from mailui4agents.wire.models import DeciderOut, SessionOut
 
 
 async def check_rate_limit(s: AsyncSession, settings: Settings, creator: str) -> None:
@@ -324,7 +323,7 @@ async def list_sessions(
     q: str | None,
     limit: int,
     cursor: str | None,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[SessionOut], str | None]:
     stmt = select(SessionRow).where(SessionRow.id.in_(access.Reader(who).readable_ids()))
     if status:
         stmt = stmt.where(SessionRow.status == status)
@@ -353,7 +352,7 @@ async def list_sessions(
     return items, next_cursor
 
 
-async def show_session(s: AsyncSession, who: Principal, session_id: str) -> dict[str, Any]:
+async def show_session(s: AsyncSession, who: Principal, session_id: str) -> SessionOut:
     """One session, for anyone who may read it."""
     row = await get_session(s, session_id)
     await access.Reader(who).ensure_read(s, row, f"session '{session_id}'")
@@ -367,7 +366,7 @@ async def update_session(
     alias: str | None,
     permission_mode: str | None,
     archived: bool | None,
-) -> dict[str, Any]:
+) -> SessionOut:
     """Rename, change the mode, archive (which cancels every pending request):
     for the session's deciders only."""
     row = await get_session(s, session_id)
@@ -402,16 +401,13 @@ async def update_session(
     return out
 
 
-def decider_out(row: SessionDeciderRow) -> dict[str, Any]:
-    return {
-        "name": row.name,
-        "role": row.role,
-        "added_by": row.added_by,
-        "created_at": fmt_time(row.created_at),
-    }
+def decider_out(row: SessionDeciderRow) -> DeciderOut:
+    return DeciderOut(
+        name=row.name, role=row.role, added_by=row.added_by, created_at=row.created_at
+    )
 
 
-async def list_deciders(s: AsyncSession, who: Principal, session_id: str) -> list[dict[str, Any]]:
+async def list_deciders(s: AsyncSession, who: Principal, session_id: str) -> list[DeciderOut]:
     """Who decides in the session: for anyone who may read it."""
     row = await get_session(s, session_id)
     await access.Reader(who).ensure_read(s, row, f"session '{session_id}'")
@@ -420,7 +416,7 @@ async def list_deciders(s: AsyncSession, who: Principal, session_id: str) -> lis
 
 async def change_deciders(
     s: AsyncSession, who: Principal, session_id: str, *, add: str | None, remove: str | None
-) -> list[dict[str, Any]]:
+) -> list[DeciderOut]:
     """An owner adds or removes a decider (owners alone: a decider cannot name
     more deciders, or power would spread by itself)."""
     row = await get_session(s, session_id)

@@ -4,16 +4,21 @@
 mail shape a client can see (inbox rows, read, thread) is built on top of it, so
 catch-up delivery can rebuild the live event from any row and the two can never
 drift apart (a missing field once turned a full-mode session into workspace mode).
+
+What a service returns (docs/design.md, "Typed results"): the wire model itself
+when the value IS what a client receives (these builders: InboxItem, SessionOut,
+AttachmentRef...), a frozen dataclass (domain/results.py) when it is an outcome the
+API still turns into a status (`Sent | Duplicate`). A stored event's payload is
+the model as JSON (`wire.models.to_json`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
 from mailui4agents.domain.addresses import format_parts
-from mailui4agents.services.identity import fmt_time
+from mailui4agents.wire.models import AttachmentRef, InboxItem, NewMailEvent, SessionOut
 
 NEW_MAIL_FIELDS = (
     "mail_id",
@@ -70,8 +75,7 @@ def session_address(session: SessionRow, name: str) -> str:
     return format_parts(name, session.workspace, session.alias)
 
 
-def delivery_fields(ctx: MailContext, reader: str) -> dict[str, Any]:
-    """The `new_mail` event for `reader`, and the core of every mail shape."""
+def _delivery(ctx: MailContext, reader: str) -> dict[str, object]:
     mail, session = ctx.mail, ctx.session
     to = ctx.names("to")
     if reader == mail.from_name:
@@ -79,7 +83,7 @@ def delivery_fields(ctx: MailContext, reader: str) -> dict[str, Any]:
         reply_to = to[0] if to else mail.from_name
     else:
         reply_to = mail.from_name
-    fields = {
+    fields: dict[str, object] = {
         "mail_id": mail.id,
         "session_id": session.id,
         "session_alias": session.alias,
@@ -96,13 +100,18 @@ def delivery_fields(ctx: MailContext, reader: str) -> dict[str, Any]:
         "permission_mode": session.permission_mode,
         "permission_enforcement": session.permission_enforcement,
         "platform_session_id": session.platform_id,
-        "created_at": fmt_time(mail.created_at),
+        "created_at": mail.created_at,
     }
     assert tuple(fields) == NEW_MAIL_FIELDS
     return fields
 
 
-def mail_out(ctx: MailContext, reader: str, body_limit: int | None = None) -> dict[str, Any]:
+def delivery_fields(ctx: MailContext, reader: str) -> NewMailEvent:
+    """The `new_mail` event for `reader`, and the core of every mail shape."""
+    return NewMailEvent.model_validate(_delivery(ctx, reader))
+
+
+def mail_out(ctx: MailContext, reader: str, body_limit: int | None = None) -> InboxItem:
     """MailOut (= InboxItem): the delivery fields plus body and read state.
 
     `body_limit` None or 0 means the whole body: 0 once rendered as an empty body
@@ -113,28 +122,30 @@ def mail_out(ctx: MailContext, reader: str, body_limit: int | None = None) -> di
     if body_limit and len(body) > body_limit:
         body, truncated = body[:body_limit], True
     rec = ctx.recipient(reader)
-    return {
-        "id": mail.id,
-        **delivery_fields(ctx, reader),
-        "from_name": mail.from_name,
-        "body": body,
-        "body_truncated": truncated,
-        "parent_mail_id": mail.parent_mail_id,
-        "attachments": [attachment_out(a) for a in ctx.attachments],
-        "relay": mail.relay,
-        "read": True if rec is None else rec.read_at is not None,
-    }
+    return InboxItem.model_validate(
+        {
+            "id": mail.id,
+            **_delivery(ctx, reader),
+            "from_name": mail.from_name,
+            "body": body,
+            "body_truncated": truncated,
+            "parent_mail_id": mail.parent_mail_id,
+            "attachments": [attachment_out(a) for a in ctx.attachments],
+            "relay": mail.relay,
+            "read": True if rec is None else rec.read_at is not None,
+        }
+    )
 
 
-def attachment_out(att: AttachmentRow) -> dict[str, Any]:
+def attachment_out(att: AttachmentRow) -> AttachmentRef:
     """An attachment as an upload answers it and as a mail lists it."""
-    return {
-        "attachment_id": att.id,
-        "name": att.name,
-        "size": att.size,
-        "content_type": att.content_type,
-        "sha256": att.sha256,
-    }
+    return AttachmentRef(
+        attachment_id=att.id,
+        name=att.name,
+        size=att.size,
+        content_type=att.content_type,
+        sha256=att.sha256,
+    )
 
 
 def session_out(
@@ -143,20 +154,20 @@ def session_out(
     unread: int,
     pending: int = 0,
     deciders: list[str] | None = None,
-) -> dict[str, Any]:
-    return {
-        "id": session.id,
-        "alias": session.alias,
-        "workspace": session.workspace,
-        "status": session.status,
-        "permission_mode": session.permission_mode,
-        "permission_enforcement": session.permission_enforcement,
-        "platform_id": session.platform_id,
-        "hop_limit": session.hop_limit,
-        "participants": participants,
-        "deciders": deciders or [],
-        "created_at": fmt_time(session.created_at),
-        "last_mail_at": fmt_time(session.last_mail_at),
-        "unread": unread,
-        "pending_permissions": pending,
-    }
+) -> SessionOut:
+    return SessionOut(
+        id=session.id,
+        alias=session.alias,
+        workspace=session.workspace,
+        status=session.status,
+        permission_mode=session.permission_mode,
+        permission_enforcement=session.permission_enforcement,
+        platform_id=session.platform_id,
+        hop_limit=session.hop_limit,
+        participants=participants,
+        deciders=deciders or [],
+        created_at=session.created_at,
+        last_mail_at=session.last_mail_at,
+        unread=unread,
+        pending_permissions=pending,
+    )

@@ -3,6 +3,9 @@
 The pages never touch the database themselves: they call these functions, which
 call the same service functions as the API routes (src/mailui4agents/api/).
 Keeping them here means a change of a service signature is fixed once.
+
+The services answer wire models; the pages render their JSON form (`to_json`:
+the same keys and values a client of the API receives), made here.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from mailui4agents.services import (
 )
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
+from mailui4agents.wire.models import to_json
 
 # What the web layer raises for a caller's mistake (status, code, message, field),
 # and everything a page catches: services raise domain errors (domain/errors.py).
@@ -81,14 +85,14 @@ async def logout(gw: Gateway, who: Principal, token: str) -> None:
     """Revoke the web session's token (its open streams end too)."""
     async with gw.write() as s:
         for t in await identity.list_user_tokens(s, who.id, token):
-            if t["current"]:
-                await identity.revoke_user_token(s, who, t["id"])
+            if t.current:
+                await identity.revoke_user_token(s, who, t.id)
 
 
 async def session_list(gw: Gateway, who: Principal, status: str | None) -> list[dict[str, Any]]:
     async with gw.read() as s:
         items, _ = await sessions.list_sessions(s, who, status, None, None, MAX_SESSIONS, None)
-    return items
+    return [to_json(i) for i in items]
 
 
 async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[dict[str, Any]]:
@@ -105,7 +109,7 @@ async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[dic
             mark=False,
             body_limit=gw.settings.inbox_preview_chars,
         )
-    return items
+    return [to_json(i) for i in items]
 
 
 async def pending(
@@ -115,7 +119,7 @@ async def pending(
     async with gw.write() as s:
         await permissions.expire_due(s, session_id)
         items = await permissions.list_for_human(s, who, "pending", session_id, MAX_PENDING)
-    return items
+    return [to_json(i) for i in items]
 
 
 async def session(gw: Gateway, who: Principal, session_id: str) -> tuple[dict[str, Any], bool]:
@@ -124,7 +128,8 @@ async def session(gw: Gateway, who: Principal, session_id: str) -> tuple[dict[st
         row = await session_view.get_session(s, session_id)
         reader = access.Reader(who)
         await reader.ensure_read(s, row, f"session '{session_id}'")
-        return await session_view.describe(s, row, who.name), await reader.can_decide(s, row)
+        out = await session_view.describe(s, row, who.name)
+        return to_json(out), await reader.can_decide(s, row)
 
 
 async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
@@ -134,7 +139,7 @@ async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str,
             s, access.Reader(who), session_id, limit=MAX_THREAD, cursor=None
         )
         await mail.mark_read_request(s, who, session_id, None)
-    return items
+    return [to_json(i) for i in items]
 
 
 async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, Any]:
@@ -157,12 +162,12 @@ async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, A
         )
     # People send without relay keys, so a send is never a duplicate.
     assert isinstance(result, Sent)
-    return result.mail
+    return to_json(result.mail)
 
 
 async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, Any]:
     async with gw.write() as s:
-        return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
+        return to_json(await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None))
 
 
 async def decide(
@@ -178,7 +183,7 @@ async def decide(
 ) -> dict[str, Any]:
     content.check_decision(gw.settings, note, grant_pattern, answers)
     async with gw.write() as s:
-        return await permissions.decide(
+        out = await permissions.decide(
             s,
             who,
             request_id,
@@ -188,6 +193,7 @@ async def decide(
             grant_pattern=grant_pattern,
             answers=answers,
         )
+    return to_json(out)
 
 
 async def request_kind(gw: Gateway, request_id: str) -> str:
@@ -208,18 +214,18 @@ async def update_session(
         out = await sessions.update_session(s, who, session_id, alias, permission_mode, archived)
         if archived:
             await permissions.cancel_pending(s, session_id, who.name)
-            out["pending_permissions"] = 0
-        return out
+            out = out.model_copy(update={"pending_permissions": 0})
+        return to_json(out)
 
 
 async def suggest(gw: Gateway, who: Principal, q: str) -> dict[str, Any]:
     async with gw.read() as s:
-        return await discovery.suggest(s, access.Reader(who), q)
+        return to_json(await discovery.suggest(s, access.Reader(who), q))
 
 
 async def contacts(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        items = await discovery.contacts(s, access.Reader(who))
+        items = [to_json(c) for c in await discovery.contacts(s, access.Reader(who))]
     for item in items:
         kind = "user" if item.get("kind") == "human" else "agent"
         item["online"] = gw.hub.connected(f"{kind}:{item['name']}") > 0
@@ -257,7 +263,7 @@ async def agents_status(gw: Gateway) -> list[dict[str, Any]]:
 
 async def grants(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        return await permissions.list_grants(s, who, None, False)
+        return [to_json(g) for g in await permissions.list_grants(s, who, None, False)]
 
 
 async def revoke_grant(gw: Gateway, who: Principal, grant_id: str) -> None:
@@ -267,12 +273,12 @@ async def revoke_grant(gw: Gateway, who: Principal, grant_id: str) -> None:
 
 async def users(gw: Gateway) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        return await identity.list_users(s)
+        return [to_json(u) for u in await identity.list_users(s)]
 
 
 async def agents(gw: Gateway) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        return await identity.list_agents(s, gw.hub.connected)
+        return [to_json(a) for a in await identity.list_agents(s, gw.hub.connected)]
 
 
 async def add_user(gw: Gateway, username: str, password: str, is_admin: bool) -> None:
@@ -310,7 +316,7 @@ async def event_stream(
 
 
 async def upload(request: Request, gw: Gateway, who: Principal) -> dict[str, Any]:
-    return await api_attachments._upload(request, who, gw)
+    return to_json(await api_attachments._upload(request, who, gw))
 
 
 async def download(gw: Gateway, who: Principal, attachment_id: str) -> StreamingResponse:

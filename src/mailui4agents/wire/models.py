@@ -16,14 +16,20 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from mailui4agents.wire.events import EventType
+
 T = TypeVar("T")
 
+JsonObject = dict[str, Any]
+"""Arbitrary JSON (a tool's input, an event's stored payload): no shape of ours."""
 
-def _rfc3339(dt: datetime) -> str:
+
+def rfc3339(dt: datetime) -> str:
+    """A time as the wire writes it: RFC 3339, UTC with a `Z`."""
     return dt.isoformat().replace("+00:00", "Z")
 
 
-Timestamp = Annotated[datetime, PlainSerializer(_rfc3339, return_type=str, when_used="json")]
+Timestamp = Annotated[datetime, PlainSerializer(rfc3339, return_type=str, when_used="json")]
 
 
 class Lenient(BaseModel):
@@ -84,16 +90,18 @@ class MailOut(Lenient):
     read: bool = False
     reply_address: str | None = None
     self_address: str | None = None
-
-
-class InboxItem(MailOut):
-    """An inbox row: a MailOut plus every field `new_mail` carries."""
-
+    # The rest of the `new_mail` fields (a mail row can stand for its event), then
+    # the sender's bare name. Declared last: the order keys have on the wire.
     mail_id: str | None = None
     in_reply_to: str | None = None
     permission_mode: str | None = None
     permission_enforcement: str | None = None
     platform_session_id: str | None = None
+    from_name: str | None = None
+
+
+class InboxItem(MailOut):
+    """An inbox row: the same shape as MailOut (every field `new_mail` carries)."""
 
 
 class SessionOut(Lenient):
@@ -115,6 +123,13 @@ class SessionOut(Lenient):
     pending_permissions: int = 0
 
 
+class OptionOut(Lenient):
+    """One choice of a question."""
+
+    label: str
+    description: str | None = None
+
+
 class PermissionOut(Lenient):
     """A permission request (an approval or a question) and its outcome."""
 
@@ -123,10 +138,10 @@ class PermissionOut(Lenient):
     kind: str
     agent: str
     tool_name: str | None = None
-    tool_input: dict[str, Any] | None = None
+    tool_input: JsonObject | None = None
     summary: str | None = None
     question: str | None = None
-    options: list[dict[str, Any]] | None = None
+    options: list[OptionOut] | None = None
     multi_select: bool = False
     status: str
     decision: str | None = None
@@ -177,3 +192,249 @@ class Page(Lenient, Generic[T]):
 
     items: list[T]
     next_cursor: str | None = None
+
+
+def to_json(model: BaseModel) -> JsonObject:
+    """The JSON object a model stands for, exactly the fields it was given (the
+    payload of a stored event; what a route's `response_model_exclude_unset` sends)."""
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+# -- health -------------------------------------------------------------------------
+
+
+class HealthOut(Lenient):
+    """`/healthz`: the process answers."""
+
+    status: str
+
+
+class ReadyOut(Lenient):
+    """`/readyz`: `ready` (200) at the newest migration; `migrating` (503, with
+    `head`) or `unavailable` (503, with `error`) otherwise."""
+
+    status: str
+    revision: str | None = None
+    head: str | None = None
+    error: str | None = None
+
+
+# -- auth and admin -----------------------------------------------------------------
+
+
+class LoginUser(Lenient):
+    username: str
+    is_admin: bool
+
+
+class LoginOut(Lenient):
+    """A login token (expires after `login_token_ttl_s`) and who it is for."""
+
+    token: str
+    user: LoginUser
+
+
+class TokenCreated(Lenient):
+    """A named personal token, shown only this once."""
+
+    token: str
+    name: str
+
+
+class TokenOut(Lenient):
+    """One of the caller's usable tokens (never its secret); `current`: this request's."""
+
+    id: str
+    name: str
+    created_at: Timestamp
+    expires_at: Timestamp | None = None
+    current: bool = False
+
+
+class Revoked(Lenient):
+    """The id of the token or key just revoked."""
+
+    revoked: str
+
+
+class NameWarning(Lenient):
+    """Created anyway, but the admin is told: `code` "confusable", the look-alikes."""
+
+    code: str
+    message: str
+    similar_to: list[str] = Field(default_factory=list)
+
+
+class UserOut(Lenient):
+    username: str
+    is_admin: bool = False
+    created_at: Timestamp
+
+
+class UserCreated(UserOut):
+    warnings: list[NameWarning] = Field(default_factory=list)
+
+
+class AgentKeyOut(Lenient):
+    key_id: str
+    prefix: str
+    created_at: Timestamp
+    revoked_at: Timestamp | None = None
+    expires_at: Timestamp | None = None
+
+
+class AgentOut(Lenient):
+    """An agent as admins see it (no secrets); `connected_streams`: its open streams."""
+
+    name: str
+    owners: list[str] = Field(default_factory=list)
+    workspaces: list[str] | None = None
+    status: str | None = None
+    platform: str | None = None
+    version: str | None = None
+    mode_enforcement: str | None = None
+    last_seen_at: Timestamp | None = None
+    created_at: Timestamp
+    keys: list[AgentKeyOut] = Field(default_factory=list)
+    connected_streams: int = 0
+
+
+class AgentCreated(Lenient):
+    """A new agent and its key, shown only this once."""
+
+    name: str
+    key: str
+    owners: list[str] = Field(default_factory=list)
+    created_at: Timestamp
+    warnings: list[NameWarning] = Field(default_factory=list)
+
+
+class OwnerOut(Lenient):
+    """A human who sees and adopts an agent's platform sessions."""
+
+    username: str
+    added_by: str | None = None
+    created_at: Timestamp | None = None
+
+
+class KeyRotated(Lenient):
+    """A new agent key, shown only this once; the others end after `grace_s`."""
+
+    name: str
+    key: str
+    grace_s: int
+
+
+# -- agents ---------------------------------------------------------------------------
+
+
+class HeartbeatOut(Lenient):
+    """`unknown_fields` are echoed, never rejected; `mode_enforcement` is the level
+    the gateway now records for this agent."""
+
+    ok: bool
+    unknown_fields: list[str] = Field(default_factory=list)
+    mode_enforcement: str | None = None
+
+
+class Marked(Lenient):
+    """How many mails became read."""
+
+    marked: int
+
+
+# -- discovery -----------------------------------------------------------------------
+
+
+class ParticipantOut(Lenient):
+    """Someone in from/to/cc of a session's mails; `mails_sent` 0 = not yet spoken."""
+
+    address: str
+    name: str
+    kind: str
+    roles: list[str] = Field(default_factory=list)
+    mails_sent: int = 0
+
+
+class ContactOut(Lenient):
+    """Someone the reader exchanged mail with; `unread`: the reader's unread mail from them."""
+
+    name: str
+    kind: str
+    last_address: str
+    last_mail_at: Timestamp | None = None
+    unread: int = 0
+
+
+class NameSuggestion(Lenient):
+    name: str
+    kind: str
+
+
+class PathSuggestion(Lenient):
+    """A workspace; `declared`: named by an agent, no session there yet."""
+
+    path: str
+    address: str | None = None
+    last_mail_at: Timestamp | None = None
+    declared: bool = False
+
+
+class SessionSuggestion(Lenient):
+    """A session alias, or (`adoptable`, no `session_id`) a platform session not adopted yet."""
+
+    alias: str | None = None
+    address: str | None = None
+    session_id: str | None = None
+    status: str | None = None
+    last_mail_at: Timestamp | None = None
+    adoptable: bool = False
+    title: str | None = None
+
+
+class Suggestions(Lenient):
+    """Completions of a partial address `name@path.session`, part by part."""
+
+    names: list[NameSuggestion] = Field(default_factory=list)
+    paths: list[PathSuggestion] = Field(default_factory=list)
+    sessions: list[SessionSuggestion] = Field(default_factory=list)
+
+
+class SearchHit(MailOut):
+    """A mail that matched, with `snippet`: the hits marked `**…**`."""
+
+    snippet: str | None = None
+
+
+# -- events --------------------------------------------------------------------------
+
+
+class PermissionDecisionEvent(Lenient):
+    """Data of `permission_decision`: a request was decided, expired or cancelled."""
+
+    request_id: str
+    relay_key: str | None = None
+    session_id: str
+    kind: str
+    status: str
+    decision: str | None = None
+    note: str | None = None
+    answers: list[str] | None = None
+    decided_by: str | None = None
+
+
+class ResetEvent(Lenient):
+    """Data of `reset`: the client's Last-Event-ID was ahead of the log."""
+
+    reason: str
+    last_event_id: int
+    head: int
+
+
+class EventFrame(Lenient):
+    """One frame of an event stream (`text/event-stream`): the lines `id:`,
+    `event:` and `data:` (JSON; its schema depends on `event`)."""
+
+    id: int
+    event: EventType
+    data: NewMailEvent | SessionOut | PermissionOut | PermissionDecisionEvent | ResetEvent
