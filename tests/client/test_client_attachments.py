@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig
+from mailui4agents.wire.models import to_json
 
 AGENT = ClientConfig(url="http://gw.test", key="am_agent_k", agent_name="claude")
 USER = ClientConfig(url="http://gw.test", token="am_user_t")
@@ -37,7 +38,7 @@ async def test_an_agent_uploads_bytes_as_the_multipart_part_file_on_the_agent_ro
     seen, transport = recording(httpx.Response(201, json=UPLOADED))
     async with AsyncClient(AGENT, transport=transport) as api:
         out = await api.upload_attachment(b"hello", name="notes.md")
-    assert out == UPLOADED
+    assert to_json(out) == UPLOADED  # the gateway's answer, typed
     request = seen[0]
     assert (request.method, request.url.path) == ("POST", "/api/v1/agent/attachments")
     assert request.headers["content-type"].startswith("multipart/form-data; boundary=")

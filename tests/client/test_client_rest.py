@@ -18,6 +18,7 @@ from mailui4agents.client import (
     MailOut,
     NewMailEvent,
 )
+from mailui4agents.wire.models import Duplicate, to_json
 
 AGENT = ClientConfig(url="http://gw.test", key="am_agent_k", agent_name="claude")
 USER = ClientConfig(url="http://gw.test", token="am_user_t", agent_name="ignored")
@@ -111,11 +112,12 @@ async def test_a_human_passing_agent_only_options_is_refused_before_any_request(
 
 
 @pytest.mark.anyio
-async def test_a_duplicate_relay_comes_back_as_the_gateways_dict() -> None:
+async def test_a_duplicate_relay_comes_back_as_the_duplicate_model() -> None:
     answer = {"status": "duplicate_relay", "mail_id": "m9"}
     api, _ = client(AGENT, lambda request: httpx.Response(200, json=answer))
     async with api:
-        assert await api.send_mail(["a@."], "s", "b", relay_key="k") == answer
+        sent = await api.send_mail(["a@."], "s", "b", relay_key="k")
+    assert isinstance(sent, Duplicate) and to_json(sent) == answer
 
 
 @pytest.mark.anyio

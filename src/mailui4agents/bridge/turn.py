@@ -41,6 +41,7 @@ from mailui4agents.bridge.runners.base import (
 from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.client import ApiError, AsyncClient, MailOut
 from mailui4agents.domain.modes import mode_for_deciding
+from mailui4agents.wire.models import Duplicate
 
 logger = logging.getLogger(__name__)
 
@@ -408,7 +409,7 @@ class TurnHandler:
                     from_session_id=mail.session_id,
                     mail_type=mail_type,
                 )
-                return str(sent["mail_id"]) if isinstance(sent, dict) else sent.id
+                return str(sent.mail_id) if isinstance(sent, Duplicate) else sent.id
             except ApiError as exc:
                 if exc.permanent or delay is None:
                     logger.error("could not send the reply to mail %s: %s", mail.id, exc)

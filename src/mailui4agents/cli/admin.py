@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from mailui4agents.cli.common import echo_json, run
 from mailui4agents.client import AsyncClient
+from mailui4agents.wire.models import AgentCreated, UserCreated, to_json
 
 
 @click.group("user")
@@ -31,12 +30,12 @@ def user_add(name: str, admin: bool, password: str | None) -> None:
         )
     secret = str(password)
 
-    async def create(client: AsyncClient) -> dict[str, Any]:
+    async def create(client: AsyncClient) -> UserCreated:
         return await client.admin_create_user(name, secret, is_admin=admin)
 
     created = run(create)
-    role = "administrator" if created.get("is_admin") else "user"
-    click.echo(f"Created {role} {created.get('username', name)}.")
+    role = "administrator" if created.is_admin else "user"
+    click.echo(f"Created {role} {created.username}.")
 
 
 @user.command("list")
@@ -48,8 +47,8 @@ def user_list(as_json: bool) -> None:
         echo_json(users)
         return
     for item in users:
-        flag = "  (admin)" if item.get("is_admin") else ""
-        click.echo(f"{item.get('username')}{flag}")
+        flag = "  (admin)" if item.is_admin else ""
+        click.echo(f"{item.username}{flag}")
 
 
 @click.group("agent")
@@ -79,14 +78,15 @@ def agent_add(
 ) -> None:
     """Create the agent NAME and print its key (shown only this once)."""
 
-    async def create(client: AsyncClient) -> dict[str, Any]:
+    async def create(client: AsyncClient) -> AgentCreated:
         return await client.admin_create_agent(name, list(workspaces) or None, list(owners) or None)
 
     created = run(create)
     if as_json:
-        echo_json({k: created.get(k) for k in ("name", "key", "created_at")})
+        shown = to_json(created)
+        echo_json({k: shown.get(k) for k in ("name", "key", "created_at")})
         return
-    _print_key(str(created.get("name", name)), str(created.get("key")), "Created agent")
+    _print_key(created.name, created.key, "Created agent")
 
 
 @agent.command("list")
@@ -98,8 +98,8 @@ def agent_list(as_json: bool) -> None:
         echo_json(agents)
         return
     for item in agents:
-        workspaces = ", ".join(str(path) for path in item.get("workspaces") or [])
-        click.echo(f"{item.get('name')}  {workspaces}".rstrip())
+        workspaces = ", ".join(str(path) for path in item.workspaces or [])
+        click.echo(f"{item.name}  {workspaces}".rstrip())
 
 
 @agent.command("owners")
@@ -115,7 +115,7 @@ def agent_owners(name: str, add: str | None, remove: str | None, as_json: bool) 
         echo_json(owners)
         return
     for item in owners:
-        click.echo(f"{item.get('username')}  (added by {item.get('added_by')})")
+        click.echo(f"{item.username}  (added by {item.added_by})")
 
 
 @agent.command("rotate-key")
@@ -136,7 +136,7 @@ def agent_rotate_key(name: str, grace_s: int, as_json: bool) -> None:
     if as_json:
         echo_json(created)
         return
-    _print_key(name, str(created.get("key")), "New key for agent")
+    _print_key(name, created.key, "New key for agent")
 
 
 @agent.command("revoke-key")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -12,6 +11,7 @@ from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.client import AsyncClient, ClientConfig
 from mailui4agents.client.config import config_path, read_config_file, write_config_file
 from mailui4agents.client.errors import ApiError
+from mailui4agents.wire.models import TokenOut, rfc3339
 
 
 def save_login(url: str, username: str, token: str, path: Path | None = None) -> Path:
@@ -56,7 +56,7 @@ def login(url: str | None, username: str | None, password: str | None) -> None:
 def tokens(revoke_ids: tuple[str, ...], as_json: bool) -> None:
     """List your API tokens (or revoke some with --revoke ID)."""
 
-    async def act(client: AsyncClient) -> list[dict[str, Any]]:
+    async def act(client: AsyncClient) -> list[TokenOut]:
         for token_id in revoke_ids:
             await client.revoke_token(token_id)
         return [] if revoke_ids else await client.list_tokens()
@@ -70,9 +70,9 @@ def tokens(revoke_ids: tuple[str, ...], as_json: bool) -> None:
         echo_json(items)
         return
     for item in items:
-        mark = "  (this CLI)" if item.get("current") else ""
-        expires = item.get("expires_at") or "never"
-        click.echo(f"{item.get('id')}  {item.get('name')}  expires {expires}{mark}")
+        mark = "  (this CLI)" if item.current else ""
+        expires = rfc3339(item.expires_at) if item.expires_at else "never"
+        click.echo(f"{item.id}  {item.name}  expires {expires}{mark}")
 
 
 @click.command("logout")
@@ -88,13 +88,13 @@ def logout() -> None:
 
     async def revoke_current(client: AsyncClient) -> bool:
         try:
-            current = [t for t in await client.list_tokens() if t.get("current")]
+            current = [t for t in await client.list_tokens() if t.current]
         except ApiError as error:
             if error.status == 401:
                 return False  # already revoked or expired: only the local copy is left
             raise
         for item in current:
-            await client.revoke_token(str(item["id"]))
+            await client.revoke_token(item.id)
         return bool(current)
 
     revoked = run(revoke_current, config=config)

@@ -10,8 +10,10 @@ import anyio
 import click
 import httpx
 from click.core import ParameterSource
+from pydantic import BaseModel
 
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig
+from mailui4agents.wire.models import to_json
 
 T = TypeVar("T")
 
@@ -77,7 +79,12 @@ def run(
 
 
 def echo_json(value: Any) -> None:
-    """Print ``value`` as indented JSON (datetimes and other objects as strings)."""
+    """Print ``value`` as indented JSON (datetimes and other objects as strings). A
+    wire model (or a list of them) prints as the JSON the gateway answered."""
+    if isinstance(value, BaseModel):
+        value = to_json(value)
+    elif isinstance(value, list):
+        value = [to_json(v) if isinstance(v, BaseModel) else v for v in value]
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 

@@ -13,6 +13,7 @@ import click
 from mailui4agents.cli.common import echo_json, run, scope_for, session_option
 from mailui4agents.cli.output import mail_line, one_line
 from mailui4agents.client import AsyncClient, MailOut, Page
+from mailui4agents.wire.models import ContactOut
 
 
 def _dump(mail: MailOut) -> dict[str, Any]:
@@ -84,7 +85,7 @@ def search(query: tuple[str, ...], session_id: str | None, limit: int, as_json: 
 def contacts(session_id: str | None, as_json: bool) -> None:
     """People and agents you exchanged mail with, most recent first."""
 
-    async def act(client: AsyncClient) -> list[dict[str, Any]]:
+    async def act(client: AsyncClient) -> list[ContactOut]:
         return await client.contacts(session_id=scope_for(client, session_id))
 
     people = run(act)
@@ -94,6 +95,6 @@ def contacts(session_id: str | None, as_json: bool) -> None:
     if not people:
         click.echo("No contacts yet.")
     for c in people:
-        unread = f"{c.get('unread', 0)} unread" if c.get("unread") else ""
-        line = f"{c['name']:<20} {c.get('kind', ''):<6} {c.get('last_address') or ''}  {unread}"
+        unread = f"{c.unread} unread" if c.unread else ""
+        line = f"{c.name:<20} {c.kind:<6} {c.last_address or ''}  {unread}"
         click.echo(line.rstrip())

@@ -11,6 +11,7 @@ import click
 from mailui4agents.cli.common import echo_json, run, scope_for, session_option
 from mailui4agents.cli.output import mail_line, mail_text
 from mailui4agents.client import AsyncClient, InboxItem, MailOut, Page
+from mailui4agents.wire.models import Duplicate
 
 NO_BODY = "no body: give --body, --body-file, or pipe the body on stdin"
 
@@ -73,8 +74,8 @@ def send(
     """Send a mail. The body comes from --body, --body-file or stdin."""
     text = resolve_body(body, body_file, sys.stdin)
 
-    async def deliver(client: AsyncClient) -> MailOut | dict[str, Any]:
-        ids = [str((await client.upload_attachment(path))["attachment_id"]) for path in attach]
+    async def deliver(client: AsyncClient) -> MailOut | Duplicate:
+        ids = [(await client.upload_attachment(path)).attachment_id for path in attach]
         return await client.send_mail(
             list(to),
             subject,

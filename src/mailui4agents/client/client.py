@@ -23,6 +23,21 @@ from mailui4agents.client.config import ClientConfig
 from mailui4agents.client.errors import ApiError, GatewayUnreachable
 from mailui4agents.client.models import Event, InboxItem, MailOut, Page, SessionOut
 from mailui4agents.client.stream import RetryCallback, iter_events
+from mailui4agents.wire.models import (
+    AgentCreated,
+    AgentOut,
+    AttachmentRef,
+    ContactOut,
+    Duplicate,
+    HeartbeatOut,
+    KeyRotated,
+    OwnerOut,
+    ParticipantOut,
+    Suggestions,
+    TokenOut,
+    UserCreated,
+    UserOut,
+)
 
 M = TypeVar("M", bound=BaseModel)
 API = "/api/v1"
@@ -72,11 +87,9 @@ class AsyncClient:
         """Create a named personal API token; it is shown only this once."""
         return str((await self._call("POST", "/auth/tokens", json={"name": name}))["token"])
 
-    async def list_tokens(self) -> list[dict[str, Any]]:
-        """Your usable tokens: ``{id, name, created_at, expires_at, current}``,
-        newest first; ``current`` marks the token this client uses."""
-        data = _as_dict(await self._call("GET", "/auth/tokens"))
-        return [_as_dict(item) for item in data.get("items") or []]
+    async def list_tokens(self) -> list[TokenOut]:
+        """Your usable tokens, newest first; ``current`` marks the token this client uses."""
+        return (await self._page("/auth/tokens", {}, TokenOut)).items
 
     async def revoke_token(self, token_id: str) -> None:
         """Revoke one of your tokens (404 for anyone else's)."""
@@ -84,48 +97,48 @@ class AsyncClient:
 
     async def admin_create_user(
         self, username: str, password: str, is_admin: bool = False
-    ) -> dict[str, Any]:
-        """Create a user (admin only): ``{username, is_admin, created_at}``."""
+    ) -> UserCreated:
+        """Create a user (admin only); ``warnings`` name look-alike existing names."""
         body = {"username": username, "password": password, "is_admin": is_admin}
-        return _as_dict(await self._call("POST", "/admin/users", json=body))
+        return UserCreated.model_validate(await self._call("POST", "/admin/users", json=body))
 
     async def admin_create_agent(
         self, name: str, workspaces: list[str] | None = None, owners: list[str] | None = None
-    ) -> dict[str, Any]:
-        """Create an agent (admin only): ``{name, key, owners, created_at}``; the key is
-        shown once. ``owners`` (default: you) see and adopt its platform sessions."""
+    ) -> AgentCreated:
+        """Create an agent (admin only); its ``key`` is shown once. ``owners``
+        (default: you) see and adopt its platform sessions."""
         body: dict[str, Any] = {"name": name}
         if workspaces is not None:
             body["workspaces"] = workspaces
         if owners is not None:
             body["owners"] = owners
-        return _as_dict(await self._call("POST", "/admin/agents", json=body))
+        return AgentCreated.model_validate(await self._call("POST", "/admin/agents", json=body))
 
     async def admin_agent_owners(
         self, name: str, *, add: str | None = None, remove: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[OwnerOut]:
         """The owners of agent ``name`` (admin only), after adding/removing one."""
         path = f"/admin/agents/{_seg(name)}/owners"
         if add is not None:
             await self._call("POST", path, json={"name": add})
         if remove is not None:
             await self._call("DELETE", f"{path}/{_seg(remove)}")
-        return list(_as_dict(await self._call("GET", path))["items"])
+        return (await self._page(path, {}, OwnerOut)).items
 
-    async def admin_list_users(self) -> list[dict[str, Any]]:
+    async def admin_list_users(self) -> list[UserOut]:
         """Every user (admin only, no secrets), all pages."""
-        return await self._all_dicts("/admin/users")
+        return await self._all("/admin/users", UserOut)
 
-    async def admin_list_agents(self) -> list[dict[str, Any]]:
+    async def admin_list_agents(self) -> list[AgentOut]:
         """Every agent (admin only, no secrets), all pages."""
-        return await self._all_dicts("/admin/agents")
+        return await self._all("/admin/agents", AgentOut)
 
-    async def admin_rotate_key(self, name: str, grace_s: int = 0) -> dict[str, Any]:
+    async def admin_rotate_key(self, name: str, grace_s: int = 0) -> KeyRotated:
         """Issue a new key for agent ``name``; the answer holds the key, shown once.
         The agent's other keys stop working now, or after ``grace_s`` seconds."""
         params = {"grace_s": grace_s} if grace_s else None
         path = f"/admin/agents/{_seg(name)}/keys"
-        return _as_dict(await self._call("POST", path, params=params))
+        return KeyRotated.model_validate(await self._call("POST", path, params=params))
 
     async def admin_revoke_key(self, name: str, key_id: str) -> None:
         """Revoke one key of agent ``name``."""
@@ -146,8 +159,8 @@ class AsyncClient:
         relay_key: str | None = None,
         from_session_id: str | None = None,
         mail_type: str | None = None,
-    ) -> MailOut | dict[str, Any]:
-        """Send a mail; returns the MailOut, or ``{"status": "duplicate_relay", ...}``.
+    ) -> MailOut | Duplicate:
+        """Send a mail; returns the MailOut, or Duplicate (``status`` "duplicate_relay").
         ``mail_type="failure"`` (agents) marks a bridge's failure notice."""
         self._agent_only(
             relay=relay, relay_key=relay_key, from_session_id=from_session_id, mail_type=mail_type
@@ -168,7 +181,7 @@ class AsyncClient:
         path = "/agent/mail" if self.config.is_agent else "/mail"
         data = await self._call("POST", path, json=payload)
         if isinstance(data, dict) and data.get("status") == "duplicate_relay":
-            return data
+            return Duplicate.model_validate(data)
         sent = MailOut.model_validate(data)
         if not relay:
             record_sent(sent.id)
@@ -233,20 +246,24 @@ class AsyncClient:
         path_or_bytes: str | os.PathLike[str] | bytes,
         name: str | None = None,
         content_type: str | None = None,
-    ) -> dict[str, Any]:
-        """Upload a file (a path, streamed from disk) or bytes; answers
-        ``{attachment_id, name, size, sha256, content_type}``. ``name`` defaults to
+    ) -> AttachmentRef:
+        """Upload a file (a path, streamed from disk) or bytes; answers its
+        AttachmentRef (``attachment_id`` for mails to carry). ``name`` defaults to
         the file's name ("attachment" for bytes); ``content_type`` is guessed from it."""
         path = "/agent/attachments" if self.config.is_agent else "/attachments"
         if isinstance(path_or_bytes, bytes):
             filename = name or "attachment"
             part: tuple[str, Any, str] = (filename, path_or_bytes, _guess(filename, content_type))
-            return _as_dict(await self._call("POST", path, files={"file": part}))
+            return AttachmentRef.model_validate(
+                await self._call("POST", path, files={"file": part})
+            )
         source = Path(path_or_bytes)
         filename = name or source.name
         with _open_binary(source) as f:
             part = (filename, f, _guess(filename, content_type))
-            return _as_dict(await self._call("POST", path, files={"file": part}))
+            return AttachmentRef.model_validate(
+                await self._call("POST", path, files={"file": part})
+            )
 
     async def download_attachment(self, attachment_id: str, session_id: str | None = None) -> bytes:
         """The bytes of an attachment (agents: read from ``session_id``'s workspace)."""
@@ -282,9 +299,11 @@ class AsyncClient:
         data = await self._call("PATCH", f"/sessions/{_seg(session_id)}", json=fields)
         return SessionOut.model_validate(data)
 
-    async def heartbeat(self, **fields: Any) -> dict[str, Any]:
-        """Report the agent's status; answers ``{ok, unknown_fields}``."""
-        return _as_dict(await self._call("POST", "/agent/heartbeat", json=fields))
+    async def heartbeat(self, **fields: Any) -> HeartbeatOut:
+        """Report the agent's status; ``unknown_fields`` echoes what this gateway ignored."""
+        return HeartbeatOut.model_validate(
+            await self._call("POST", "/agent/heartbeat", json=fields)
+        )
 
     # -- approvals and questions ----------------------------------------------------------
 
@@ -326,16 +345,18 @@ class AsyncClient:
             await self._call("GET", f"/agent/permissions/{_seg(request_id)}", params=params)
         )
 
-    async def agent_session(self, session_id: str) -> dict[str, Any]:
+    async def agent_session(self, session_id: str) -> SessionOut:
         """Agent: a session it takes part in (mode, enforcement, alias)."""
-        return _as_dict(await self._call("GET", f"/agent/sessions/{_seg(session_id)}"))
+        data = await self._call("GET", f"/agent/sessions/{_seg(session_id)}")
+        return SessionOut.model_validate(data)
 
     async def interactive_session(
         self, platform_id: str, owner: str, cwd: str, title: str | None = None
-    ) -> dict[str, Any]:
+    ) -> SessionOut:
         """Agent: the mail session bound to an interactive platform session."""
         body = _without_none(platform_id=platform_id, owner=owner, cwd=cwd, title=title)
-        return _as_dict(await self._call("POST", "/agent/sessions/interactive", json=body))
+        data = await self._call("POST", "/agent/sessions/interactive", json=body)
+        return SessionOut.model_validate(data)
 
     async def permissions(
         self, status: str | None = None, session_id: str | None = None, limit: int = 50
@@ -405,28 +426,28 @@ class AsyncClient:
 
     async def participants(
         self, session_id: str, scope_session_id: str | None = None
-    ) -> list[dict[str, Any]]:
-        """Agent: everyone in a session — ``{address, name, kind, roles, mails_sent}``;
+    ) -> list[ParticipantOut]:
+        """Agent: everyone in a session, in order of first appearance;
         ``scope_session_id`` is the session the agent works in (default: that one)."""
         if not self.config.is_agent:
             raise ValueError("participants is an agent endpoint; people see them on the session")
         params = {"session_id": scope_session_id or session_id}
         path = f"/agent/sessions/{_seg(session_id)}/participants"
-        return list(_as_dict(await self._call("GET", path, params=params))["items"])
+        return (await self._page(path, params, ParticipantOut)).items
 
-    async def contacts(self, session_id: str | None = None) -> list[dict[str, Any]]:
-        """Everyone you exchanged mail with: ``{name, kind, last_address, unread, ...}``."""
+    async def contacts(self, session_id: str | None = None) -> list[ContactOut]:
+        """Everyone you exchanged mail with, most recent first."""
         self._agent_only(session_id=session_id)
         path = "/agent/contacts" if self.config.is_agent else "/contacts"
         params = _without_none(session_id=session_id)
-        return list(_as_dict(await self._call("GET", path, params=params))["items"])
+        return (await self._page(path, params, ContactOut)).items
 
-    async def suggest_address(self, q: str, session_id: str | None = None) -> dict[str, Any]:
-        """Complete a partial address ``name@path.session``: ``{names, paths, sessions}``."""
+    async def suggest_address(self, q: str, session_id: str | None = None) -> Suggestions:
+        """Complete a partial address ``name@path.session``: names, paths, sessions."""
         self._agent_only(session_id=session_id)
         path = "/agent/contacts/suggest" if self.config.is_agent else "/contacts/suggest"
         params = _without_none(q=q, session_id=session_id)
-        return _as_dict(await self._call("GET", path, params=params))
+        return Suggestions.model_validate(await self._call("GET", path, params=params))
 
     async def search_mail(
         self,
@@ -531,10 +552,10 @@ class AsyncClient:
                 return
             cursor = page.next_cursor
 
-    async def _all_dicts(self, path: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        async for page in self._pages(path, {}, _AnyItem):
-            items.extend(item.model_dump() for item in page.items)
+    async def _all(self, path: str, model: type[M]) -> list[M]:
+        items: list[M] = []
+        async for page in self._pages(path, {}, model):
+            items.extend(page.items)
         return items
 
 
@@ -558,10 +579,6 @@ def record_sent(mail_id: str) -> None:
             os.close(fd)
     except OSError:
         pass  # the turn is over (its folder gone): nobody will read it
-
-
-class _AnyItem(BaseModel, extra="allow"):
-    """A list item kept as-is (admin lists have no typed model yet)."""
 
 
 def _guess(filename: str, content_type: str | None) -> str:

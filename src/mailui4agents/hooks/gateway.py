@@ -52,7 +52,7 @@ async def _mail_session(gateway: AsyncClient, call: ToolCall, settings: HookSett
         cwd=call.cwd,
         title=f"{folder} ({settings.platform})",
     )
-    return str(session["id"])
+    return session.id
 
 
 @asynccontextmanager

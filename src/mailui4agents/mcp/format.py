@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mailui4agents.client import AttachmentRef, MailOut
+from mailui4agents.wire.models import ContactOut, ParticipantOut, Suggestions
 
 PREVIEW_CHARS = 120
 _UNITS = ("KB", "MB", "GB", "TB")
@@ -177,64 +178,56 @@ def items_of(data: Any) -> list[Mapping[str, Any]]:
     return [as_mapping(item) for item in data]
 
 
-def format_participants(items: Iterable[Mapping[str, Any]], session: str) -> str:
+def format_participants(items: Iterable[ParticipantOut], session: str) -> str:
     rows = list(items)
     if not rows:
         return f"Nobody takes part in session {session} yet."
     lines = [f"{len(rows)} participant(s) of session {session}:"]
     for p in rows:
-        roles = ",".join(p.get("roles") or []) or "-"
-        sent = int(p.get("mails_sent") or 0)
+        roles = ",".join(p.roles) or "-"
+        sent = p.mails_sent
         spoken = f"{sent} mail(s) sent" if sent else "not yet spoken"
-        lines.append(
-            f"{p.get('name')} ({p.get('kind')}) | address {p.get('address') or '-'} "
-            f"| roles {roles} | {spoken}"
-        )
+        lines.append(f"{p.name} ({p.kind}) | address {p.address or '-'} | roles {roles} | {spoken}")
     return "\n".join(lines)
 
 
-def format_contacts(items: Iterable[Mapping[str, Any]]) -> str:
+def format_contacts(items: Iterable[ContactOut]) -> str:
     rows = list(items)
     if not rows:
         return "No contacts yet."
     lines = [f"{len(rows)} contact(s):"]
     for c in rows:
-        unread = int(c.get("unread") or 0)
-        line = f"{c.get('name')} ({c.get('kind')}) | last address {c.get('last_address') or '-'}"
-        if c.get("last_mail_at"):
-            line += f" | last mail {when(c.get('last_mail_at'))}"
-        if unread:
-            line += f" | {unread} unread"
+        line = f"{c.name} ({c.kind}) | last address {c.last_address or '-'}"
+        if c.last_mail_at:
+            line += f" | last mail {when(c.last_mail_at)}"
+        if c.unread:
+            line += f" | {c.unread} unread"
         lines.append(line)
     return "\n".join(lines)
 
 
-def format_suggestions(data: Mapping[str, Any], partial: str) -> str:
-    names = list(data.get("names") or [])
-    paths = list(data.get("paths") or [])
-    sessions = list(data.get("sessions") or [])
+def format_suggestions(data: Suggestions, partial: str) -> str:
+    names, paths, sessions = data.names, data.paths, data.sessions
     if not (names or paths or sessions):
         return f"No address matches {partial!r}."
     lines = [f"addresses matching {partial!r}:"]
     if names:
         lines.append("names:")
-        lines.extend(f"  {n.get('name')} ({n.get('kind')})" for n in map(as_mapping, names))
+        lines.extend(f"  {n.name} ({n.kind})" for n in names)
     if paths:
         lines.append("workspaces (most recent first):")
-        for p in map(as_mapping, paths):
-            extra = " (declared)" if p.get("declared") else ""
-            lines.append(f"  {p.get('address') or p.get('path')}{extra}")
+        for p in paths:
+            extra = " (declared)" if p.declared else ""
+            lines.append(f"  {p.address or p.path}{extra}")
     if sessions:
         lines.append("sessions:")
-        for s in map(as_mapping, sessions):
-            if s.get("adoptable"):
-                title = f" — {s['title']}" if s.get("title") else ""
-                lines.append(
-                    f"  {s.get('address')} (a platform session, adopted on first mail{title})"
-                )
+        for s in sessions:
+            if s.adoptable:
+                title = f" — {s.title}" if s.title else ""
+                lines.append(f"  {s.address} (a platform session, adopted on first mail{title})")
             else:
-                status = f", {s['status']}" if s.get("status") else ""
-                lines.append(f"  {s.get('address')} (session {s.get('session_id')}{status})")
+                status = f", {s.status}" if s.status else ""
+                lines.append(f"  {s.address} (session {s.session_id}{status})")
     lines.append("Send to `name@path.new` to start a new session.")
     return "\n".join(lines)
 

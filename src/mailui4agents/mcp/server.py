@@ -316,8 +316,8 @@ def build_server(runtime: Runtime) -> FastMCP:
             raise ToolError(f"no such file: {await source.absolute()}")
         uploaded = await runtime.client().upload_attachment(Path(source), name=name or None)
         return (
-            f"uploaded {uploaded.get('name')} ({fmt.size(int(uploaded.get('size') or 0))})\n"
-            f"attachment_id: {uploaded.get('attachment_id')}\n"
+            f"uploaded {uploaded.name} ({fmt.size(uploaded.size)})\n"
+            f"attachment_id: {uploaded.attachment_id}\n"
             "send it with send_mail(..., attachment_ids=[the id])"
         )
 
