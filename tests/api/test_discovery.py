@@ -13,6 +13,7 @@ from sqlalchemy import select
 from mailui4agents.db.tables import PlatformSessionRow, ReadLogRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.state import Gateway
+from mailui4agents.wire.models import to_json
 from tests.conftest import Api
 
 pytestmark = pytest.mark.anyio
@@ -436,10 +437,10 @@ async def test_client_methods_use_the_agent_or_the_human_routes(people: Api) -> 
         assert hit.id == first["id"]
         assert (hit.model_extra or {})["snippet"] == "500!"
         people_in = await claude.participants(sid)
-        assert [(p["name"], p["mails_sent"]) for p in people_in] == [("ana", 1), ("claude", 0)]
-        assert [c["name"] for c in await claude.contacts(session_id=sid)] == ["ana"]
+        assert [(p.name, p.mails_sent) for p in people_in] == [("ana", 1), ("claude", 0)]
+        assert [c.name for c in await claude.contacts(session_id=sid)] == ["ana"]
         hints = await claude.suggest_address("ana@/srv/shop.", session_id=sid)
-        assert [x["alias"] for x in hints["sessions"]] == ["claude-fix-login"]
+        assert [x.alias for x in hints.sessions] == ["claude-fix-login"]
         fwd = await claude.forward_mail(
             first["id"], ["codex@/srv/shop.new"], note="FYI", session_id=sid
         )
@@ -447,8 +448,9 @@ async def test_client_methods_use_the_agent_or_the_human_routes(people: Api) -> 
     human = ClientConfig(url="http://gw", token=people.tokens["ana"])
     async with AsyncClient(human, transport=transport) as ana:
         assert [m.id for m in (await ana.search_mail("login")).items] == [first["id"]]
-        assert [c["name"] for c in await ana.contacts()] == ["claude"]
-        assert (await ana.suggest_address("cod"))["names"] == [{"name": "codex", "kind": "agent"}]
+        assert [c.name for c in await ana.contacts()] == ["claude"]
+        names = (await ana.suggest_address("cod")).names
+        assert [to_json(n) for n in names] == [{"name": "codex", "kind": "agent"}]
         again = await ana.forward_mail(first["id"], ["bob@/srv/shop.new"])
         assert again.body.endswith("500!")
         with pytest.raises(ValueError, match="only agents"):
