@@ -210,8 +210,8 @@ class TurnHandler:
         known = self.sessions.get(mail.session_id)
         if known:
             return known
-        adopted = (mail.model_extra or {}).get("platform_session_id")
-        if isinstance(adopted, str) and adopted:
+        adopted = mail.platform_session_id
+        if adopted:
             prefix = f"{self.runner.platform}:"
             return adopted[len(prefix) :] if adopted.startswith(prefix) else adopted
         return None
@@ -219,8 +219,7 @@ class TurnHandler:
     async def _run(
         self, job: Job, slot: Slot, mail: MailOut, workspace: Path, situation: Situation
     ) -> tuple[ProcessResult, str | None, list[str]]:
-        extra = mail.model_extra or {}
-        mode = mode_for_deciding(extra.get("permission_mode"))
+        mode = mode_for_deciding(mail.permission_mode)
         platform_id = self._platform_session(mail)
         prompt = build_prompt(
             PromptInput(
