@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query
 
 from mailui4agents.api.deps import GatewayDep, agent, human
-from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import Limit, Mode
 from mailui4agents.api.validation import Id, StrictBody
 from mailui4agents.services import calendar
@@ -118,7 +117,7 @@ def _router(prefix: str, caller: Any, tag: str) -> APIRouter:
             items, nxt = await calendar.list_entries(
                 s, who, status=status, everyone=everyone, limit=limit, cursor=cursor
             )
-        return page(items, nxt)
+        return {"items": items, "next_cursor": nxt}  # calendar entries are still dicts
 
     @router.get("/{entry_id}", response_model=CalendarEntryOut)
     async def get_entry(entry_id: str, gw: GatewayDep, who: Principal = who_dep) -> dict[str, Any]:

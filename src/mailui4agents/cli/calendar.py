@@ -95,7 +95,7 @@ def schedule(
     text = resolve_body(body, body_file, sys.stdin)
 
     async def create(client: AsyncClient) -> CalendarEntryOut:
-        ids = [str((await client.upload_attachment(path))["attachment_id"]) for path in attach]
+        ids = [(await client.upload_attachment(path)).attachment_id for path in attach]
         return await Calendar(client).schedule(
             list(to),
             subject,

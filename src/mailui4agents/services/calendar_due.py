@@ -165,5 +165,5 @@ async def _send(
     except DomainError as e:
         return e.message
     if isinstance(result, Sent):
-        occurrence.mail_id = str(result.mail["id"])
+        occurrence.mail_id = result.mail.id
     return None
