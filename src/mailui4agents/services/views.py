@@ -159,4 +159,6 @@ def session_out(
         "last_mail_at": fmt_time(session.last_mail_at),
         "unread": unread,
         "pending_permissions": pending,
+        "proposed_alias": session.proposed_alias,
+        "proposed_by": session.proposed_by,
     }
