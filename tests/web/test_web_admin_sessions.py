@@ -224,8 +224,13 @@ async def test_a_proposal_is_checked_and_only_deciders_accept(api: Api) -> None:
     got = await _get_session(api, "ana", sid)
     assert got["alias"] == sent["session_alias"] and got["proposed_alias"] == "login-fix"
 
-    # A manual rename to the proposed name settles the proposal too; with no
+    # Another rename leaves the proposal standing; a manual rename to the
+    # proposed name settles it too; with no
     # proposal left, accepting is a clear 409.
+    r = await api.http.patch(
+        f"/api/v1/sessions/{sid}", json={"alias": "other-name"}, headers=api.auth("ana")
+    )
+    assert r.status_code == 200 and r.json()["proposed_alias"] == "login-fix"
     r = await api.http.patch(
         f"/api/v1/sessions/{sid}", json={"alias": "login-fix"}, headers=api.auth("ana")
     )
