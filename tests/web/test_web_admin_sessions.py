@@ -342,3 +342,50 @@ async def test_others_cannot_grant_or_revoke(api: Api) -> None:
         assert r.status_code == 404
     grants = (await api.http.get("/api/v1/grants", headers=api.auth("ana"))).json()["items"]
     assert [g["id"] for g in grants] == [grant_id]  # still standing
+
+
+async def test_a_stranger_reads_nothing_through_the_web_routes(api: Api) -> None:
+    """Thread, attachment, reply form, completion: 404 or nothing for eve; an admin
+    reads (docs/access.md) but decides nothing there."""
+    await api.user("ana")
+    await api.user("eve")
+    await api.agent("bot")
+    up = await api.http.post(
+        "/api/v1/attachments",
+        files={"file": ("plan.txt", b"secret plan", "text/plain")},
+        headers=api.auth("ana"),
+    )
+    assert up.status_code == 201, up.text
+    r = await api.send(
+        "ana",
+        ["bot@/srv/hidden.new"],
+        subject="Secret",
+        attachment_ids=[up.json()["attachment_id"]],
+    )
+    assert r.status_code == 201, r.text
+    sent = r.json()
+    sid = sent["session_id"]
+    assert (await _propose(api, "bot", sid, "renamed-by-bot")).status_code == 200
+    async with browser(api, "eve") as eve:
+        assert (await eve.http.get(f"/sessions/{sid}")).status_code == 404
+        r = await eve.http.get(f"/attachments/{up.json()['attachment_id']}")
+        assert r.status_code == 404 and b"secret plan" not in r.content
+        r = await eve.http.get("/compose", params={"reply_to": sent["id"]})
+        assert r.status_code == 404 and "Secret" not in r.text
+        r = await eve.http.get("/suggest", params={"q": "bot@/srv/hidden."})
+        assert sent["session_alias"] not in r.text
+        page = await eve.http.get("/")
+        assert sid not in page.text
+    async with browser(api, "admin", ADMIN_PASSWORD) as boss:
+        page = await boss.http.get(f"/sessions/{sid}")
+        assert page.status_code == 200 and "Secret" in page.text  # admins read
+        assert "Accept alias" not in page.text and "Change mode" not in page.text
+        for form in (
+            {"action": "accept-alias"},
+            {"action": "mode", "mode": "full"},
+            {"action": "rename", "alias": "admins-name"},
+        ):
+            r = await boss.post(f"/sessions/{sid}", **form)
+            assert r.status_code == 403, form
+    got = await _get_session(api, "ana", sid)
+    assert got["alias"] == sent["session_alias"] and got["permission_mode"] == "workspace"
