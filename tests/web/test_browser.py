@@ -716,7 +716,7 @@ def test_owner_changes_the_mode_and_accepts_an_alias(
         headers=web.auth(bot),
     )
     assert r.status_code == 200, r.text
-    page.reload()
+    # It appears without a reload (session_update on the stream).
     expect(page.locator(".proposal")).to_contain_text(f"{bot} proposes the alias tidy-imports")
     page.get_by_role("button", name="Accept alias").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("tidy-imports")
