@@ -18,7 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.conftest import USER_PASSWORD
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
 from tests.web.conftest import DESKTOP, PHONE, ROOT, Web
 
 pytestmark = pytest.mark.e2e
@@ -386,7 +386,24 @@ def test_admin_adds_an_agent_and_sees_its_key_once(
     page.get_by_label("New user's name").fill(f"carl{name[-5:]}")
     page.get_by_label("New user's password").fill("a-long-password")
     page.get_by_role("button", name="Add user").click()
-    expect(page.get_by_text(f"carl{name[-5:]}")).to_be_visible()
+    carl = f"carl{name[-5:]}"
+    expect(page.get_by_role("heading", name=carl)).to_be_visible()
+
+    # Make carl an admin, reset his password; he logs in with the new one and
+    # sees the admin page; then his admin is revoked again.
+    page.get_by_role("button", name=f"Make {carl} admin").click()
+    expect(page.locator(f"#user-{carl} .chip")).to_have_text("admin")
+    page.get_by_label(f"New password for {carl}").fill("carls-new-password")
+    page.get_by_role("button", name=f"Reset password of {carl}").click()
+    expect(page).to_have_url(f"{web.url}/admin")
+    carl_page, _ = open_as(
+        browser, contexts, web, carl, password="carls-new-password", path="/admin"
+    )
+    expect(carl_page.get_by_role("heading", name="Admin", level=1)).to_be_visible()
+    page.get_by_role("button", name=f"Revoke admin of {carl}").click()
+    expect(page.locator(f"#user-{carl} .chip")).to_have_count(0)
+    carl_page.reload()
+    expect(carl_page.get_by_role("alert")).to_contain_text("admins only")
 
     # A person who is not an admin gets no admin page.
     plain = web.user("plain")
@@ -456,6 +473,12 @@ def test_xss_corpus_renders_inert(
         f"/api/v1/sessions/{sid}", json={"alias": "<svg/onload=alert(14)>"}, headers=web.auth(ana)
     )
     assert r.status_code == 200, r.text
+    r = web.http.post(
+        f"/api/v1/agent/sessions/{sid}/alias-proposal",
+        json={"alias": "<img/src=x/onerror=alert(15)>"},
+        headers=web.auth(evil_agent),
+    )
+    assert r.status_code == 200, r.text
     page, dialogs = open_as(browser, contexts, web, ana)
     for path in ("/", f"/sessions/{sid}", "/approvals", "/contacts"):
         page.goto(path)
@@ -464,12 +487,24 @@ def test_xss_corpus_renders_inert(
         assert page.evaluate("window.__xss") is None, path
     page.goto(f"/sessions/{sid}")
     expect(page.get_by_role("heading", level=1)).to_contain_text("<svg/onload=alert(14)>")
+    expect(page.locator(".proposal code")).to_have_text("<img/src=x/onerror=alert(15)>")
     body = page.locator(".mail .body").last
     expect(body).to_contain_text("<script>")  # shown as text
     links = body.locator("a")
     for i in range(links.count()):
         assert links.nth(i).get_attribute("href", timeout=1000) in (None, "")
     assert dialogs == []
+    # The admin pages list the evil agent's name too.
+    boss, boss_dialogs = open_as(
+        browser, contexts, web, "admin", password=ADMIN_PASSWORD, path="/admin"
+    )
+    expect(boss.get_by_role("heading", name=evil_agent)).to_be_visible()
+    for path in ("/admin", "/contacts", f"/sessions/{sid}"):
+        boss.goto(path)
+        expect(boss.get_by_role("button", name="Log out")).to_be_visible()
+        assert boss.evaluate(INJECTED) == 0, path
+        assert boss.evaluate("window.__xss") is None, path
+    assert boss_dialogs == []
 
 
 def test_another_human_cannot_see_or_decide(
@@ -521,10 +556,24 @@ def test_accessibility_and_screenshots(
     axe_source: str,
     artifacts: Path,
 ) -> None:
-    ana = web.user("ana")
+    ana = web.user("ana", is_admin=True)  # the admin page is checked too
     bot = web.agent("claude")
     sent = web.session_with(ana, bot)
     sid = sent["session_id"]
+    # The decider's controls in full: a proposed alias and a standing grant.
+    r = web.http.post(
+        f"/api/v1/agent/sessions/{sid}/alias-proposal",
+        json={"alias": "run-the-tests"},
+        headers=web.auth(bot),
+    )
+    assert r.status_code == 200, r.text
+    granted = web.ask(bot, sid, kind="approval", tool_name="Bash", tool_input={"command": "ls"})
+    r = web.http.post(
+        f"/api/v1/permissions/{granted['id']}/decision",
+        json={"decision": "approve", "always": True, "grant_pattern": "ls"},
+        headers=web.auth(ana),
+    )
+    assert r.status_code == 200, r.text
     web.send(
         bot,
         [f"{ana}@{sent['workspace']}.{sent['session_alias']}"],
@@ -549,6 +598,7 @@ def test_accessibility_and_screenshots(
             ("/approvals", "approvals"),
             ("/compose", "compose"),
             ("/contacts", "contacts"),
+            ("/admin", "admin"),
         ):
             page.goto(path)
             live(page)
@@ -570,3 +620,209 @@ def test_accessibility_and_screenshots(
     docs.mkdir(exist_ok=True)
     shutil.copy(artifacts / "mailbox-desktop.png", docs / "web-mailbox.png")
     shutil.copy(artifacts / "approvals-phone.png", docs / "web-approvals-phone.png")
+
+
+# --- attachments, mode, alias, notifications ----------------------------------------
+
+
+def test_attachment_upload_with_progress_and_download(
+    web: Web, browser: Browser, contexts: list[BrowserContext], tmp_path: Path
+) -> None:
+    """Upload in compose (the progress bar moves while the bytes go out: the
+    upload is throttled over CDP so that it takes about a second), send, then
+    download it from the thread, byte for byte."""
+    ana = web.user("ana")
+    bot = web.agent("bot")
+    page, dialogs = open_as(browser, contexts, web, ana, path="/compose")
+    payload = os.urandom(600_000)
+    source = tmp_path / "report.bin"
+    source.write_bytes(payload)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 500_000},
+    )
+    page.get_by_label("To", exact=True).fill(f"{bot}@/srv/files.new")
+    page.get_by_label("Subject").fill("The report")
+    page.get_by_label("Body").fill("attached")
+    page.get_by_label("Attachments").set_input_files(str(source))
+    bar = page.get_by_label("Upload progress")
+    expect(bar).to_be_visible()
+    # Part of the way: the bar shows progress, not just "done" (polls the DOM).
+    page.wait_for_function(
+        "() => { const v = document.getElementById('upload-progress').value;"
+        " return v > 0 && v < 100; }",
+        timeout=10_000,
+    )
+    attached = page.get_by_role("list", name="Attached files")
+    expect(attached).to_contain_text("report.bin (600000 bytes)", timeout=20_000)
+    expect(bar).to_have_js_property("value", 100)
+    cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
+    )
+    page.get_by_role("button", name="Send").click()
+    expect(page).to_have_url(re.compile(r"/sessions/[0-9a-f-]+$"))
+    link = page.get_by_role("list", name="Attachments").get_by_role("link", name="report.bin")
+    expect(link).to_be_visible()
+    with page.expect_download() as got:
+        link.click()
+    download = got.value
+    assert download.suggested_filename == "report.bin"
+    saved = tmp_path / "downloaded.bin"
+    download.save_as(saved)
+    assert saved.read_bytes() == payload
+    # The agent received the same bytes.
+    sid = page.url.rsplit("/", 1)[1]
+    inbox = web.http.get("/api/v1/agent/inbox", params={"status": "all"}, headers=web.auth(bot))
+    mail = next(m for m in inbox.json()["items"] if m["session_id"] == sid)
+    att = mail["attachments"][0]
+    r = web.http.get(
+        f"/api/v1/agent/attachments/{att['attachment_id']}",
+        params={"session_id": sid},
+        headers=web.auth(bot),
+    )
+    assert r.status_code == 200 and r.content == payload
+    assert dialogs == []
+
+
+def test_owner_changes_the_mode_and_accepts_an_alias(
+    web: Web, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    ana = web.user("ana")
+    carl = web.user("carl")
+    bot = web.agent("bot")
+    sent = web.session_with(ana, bot, mode="plan")
+    sid = sent["session_id"]
+    web.send(
+        ana,
+        [f"{bot}@{sent['workspace']}.{sent['session_alias']}"],
+        cc=[f"{carl}@{sent['workspace']}.{sent['session_alias']}"],
+    )
+    page, _ = open_as(browser, contexts, web, ana, path=f"/sessions/{sid}")
+    live(page)
+    chip = page.locator("#session-chips .chip.mode")
+    expect(chip).to_have_text("plan")
+    page.get_by_label("Session mode").select_option("full")
+    page.get_by_role("button", name="Change mode").click()
+    expect(chip).to_have_text("full")
+    seen = web.http.get(f"/api/v1/agent/sessions/{sid}", headers=web.auth(bot)).json()
+    assert seen["permission_mode"] == "full"  # what the agent's hooks apply
+
+    r = web.http.post(
+        f"/api/v1/agent/sessions/{sid}/alias-proposal",
+        json={"alias": "tidy-imports"},
+        headers=web.auth(bot),
+    )
+    assert r.status_code == 200, r.text
+    # It appears without a reload (session_update on the stream).
+    expect(page.locator(".proposal")).to_contain_text(f"{bot} proposes the alias tidy-imports")
+    page.get_by_role("button", name="Accept alias").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("tidy-imports")
+    expect(page.get_by_role("button", name="Accept alias")).to_have_count(0)
+
+    # carl reads the session (cc'd) but decides nothing: no controls, and a
+    # forged POST is refused.
+    other, _ = open_as(browser, contexts, web, carl, path=f"/sessions/{sid}")
+    expect(other.get_by_role("heading", level=1)).to_contain_text("tidy-imports")
+    expect(other.get_by_label("Session mode")).to_have_count(0)
+    expect(other.get_by_role("button", name="Accept alias")).to_have_count(0)
+    csrf = other.locator('meta[name="csrf-token"]').get_attribute("content")
+    r2 = other.request.post(
+        f"/sessions/{sid}",
+        form={"csrf": csrf or "", "action": "mode", "mode": "plan"},
+        max_redirects=0,
+    )
+    assert r2.status == 403
+    seen = web.http.get(f"/api/v1/agent/sessions/{sid}", headers=web.auth(bot)).json()
+    assert seen["permission_mode"] == "full"
+
+
+def test_a_plain_decider_always_allows_and_revokes(
+    web: Web, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    """ "Always allow" is the session's deciders' (not only admins'): ana, no admin,
+    grants with a pattern, the grant answers the agent's next call, she revokes it."""
+    ana = web.user("ana")
+    bot = web.agent("bot")
+    sid = web.session_with(ana, bot)["session_id"]
+    page, _ = open_as(browser, contexts, web, ana, path=f"/sessions/{sid}")
+    live(page)
+    web.ask(bot, sid, kind="approval", tool_name="Bash", tool_input={"command": "git status"})
+    region = request_region(page, "Bash")
+    region.get_by_text("Pattern for “Always allow”").click()
+    region.get_by_label("Pattern").fill("git status")
+    region.get_by_role("button", name="Always allow").click()
+    expect(region).to_have_count(0)
+    again = web.ask(
+        bot, sid, kind="approval", tool_name="Bash", tool_input={"command": "git status -s"}
+    )
+    assert again["status"] == "approved" and again["grant_id"]
+    page.reload()
+    revoke = page.get_by_role("button", name="Revoke grant Bash git status")
+    expect(revoke).to_be_visible()
+    revoke.click()
+    expect(page.get_by_text("No standing grants in this session.")).to_be_visible()
+    third = web.ask(
+        bot, sid, kind="approval", tool_name="Bash", tool_input={"command": "git status"}
+    )
+    assert third["status"] == "pending"
+
+
+NOTIFICATION_SPY = """(() => {
+  const Real = window.Notification;
+  window.__notes = [];
+  if (!Real) return;
+  class Spy extends Real {
+    constructor(title, options) {
+      window.__notes.push({ title, body: options && options.body });
+      super(title, options);
+    }
+  }
+  Object.defineProperty(Spy, "permission", { get: () => Real.permission });
+  Spy.requestPermission = (...a) => Real.requestPermission(...a);
+  window.Notification = Spy;
+})();"""
+
+
+@pytest.mark.parametrize("setting", ["granted", "denied"])
+def test_notification_announces_a_new_request_only_when_allowed(
+    web: Web, browser: Browser, contexts: list[BrowserContext], setting: str
+) -> None:
+    """The page calls the Notification API for a new request when the person
+    granted the permission (set in the browser context), never when denied. A spy
+    around the real constructor records the calls."""
+    ana = web.user("ana")
+    bot = web.agent("bot")
+    sid = web.session_with(ana, bot)["session_id"]
+    page, _ = open_as(browser, contexts, web, ana, path="/approvals")
+    if setting == "granted":
+        page.context.grant_permissions(["notifications"], origin=web.url)
+    else:
+        # Playwright grants but cannot deny; Chromium's own protocol can.
+        cdp = page.context.new_cdp_session(page)
+        context_id = cdp.send("Target.getTargetInfo")["targetInfo"]["browserContextId"]
+        cdp.send(
+            "Browser.setPermission",
+            {
+                "permission": {"name": "notifications"},
+                "setting": "denied",
+                "origin": web.url,
+                "browserContextId": context_id,
+            },
+        )
+    page.context.add_init_script(NOTIFICATION_SPY)
+    page.reload()
+    live(page)
+    assert page.evaluate("Notification.permission") == setting
+    web.ask(bot, sid, kind="approval", tool_name="Bash", tool_input={"command": "make release"})
+    expect(request_region(page, "Bash")).to_be_visible()  # the event arrived and was handled
+    notes = page.evaluate("window.__notes")
+    if setting == "granted":
+        assert notes == [{"title": "Approval requested", "body": f"{bot}: Bash"}]
+        expect(page.get_by_role("button", name="Enable notifications")).to_be_hidden()
+    else:
+        assert notes == []
+        # Denied is final: the page does not offer to ask again.
+        expect(page.get_by_role("button", name="Enable notifications")).to_be_hidden()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from mailui4agents.api.deps import Agent, GatewayDep
-from mailui4agents.api.schemas import InteractiveSessionIn
-from mailui4agents.services import access, agents, identity, session_view
+from mailui4agents.api.schemas import AliasProposal, InteractiveSessionIn
+from mailui4agents.services import access, agents, identity, session_view, sessions
 from mailui4agents.wire.models import SessionOut
 
 router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
@@ -37,3 +37,14 @@ async def interactive_session(body: InteractiveSessionIn, who: Agent, gw: Gatewa
             title=body.title,
         )
         return await session_view.describe(s, row, who.name)
+
+
+@router.post(
+    "/{session_id}/alias-proposal", response_model=SessionOut, response_model_exclude_unset=True
+)
+async def propose_alias(
+    session_id: str, body: AliasProposal, who: Agent, gw: GatewayDep
+) -> SessionOut:
+    """Suggest a name for a session the agent takes part in; a decider accepts it."""
+    async with gw.write() as s:
+        return await sessions.propose_alias(s, who, session_id, body.alias)

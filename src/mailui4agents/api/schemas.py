@@ -82,6 +82,12 @@ class SessionPatch(StrictBody):
     archived: bool | None = None
 
 
+class AliasProposal(StrictBody):
+    """An agent's suggested name for its session (checked by the service)."""
+
+    alias: str = Field(max_length=1000)
+
+
 class OptionIn(StrictBody):
     label: str = Field(min_length=1, max_length=200)
     description: str | None = None

@@ -94,6 +94,9 @@ class SessionRow(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     alias: Mapped[str | None] = mapped_column(String(100), nullable=True)
     alias_manual: Mapped[bool] = mapped_column(Boolean, default=False)
+    # An agent's suggestion; only a decider's acceptance makes it the alias.
+    proposed_alias: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    proposed_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
     workspace: Mapped[str] = mapped_column(Text, default="")
     # "name\x00workspace" for the default session of that pair; NULL otherwise.
     default_key: Mapped[str | None] = mapped_column(Text, nullable=True, unique=True)

@@ -30,6 +30,7 @@ from mailui4agents.wire.models import (
 
 USER_TOKEN_PREFIX = "am_user_"
 AGENT_KEY_PREFIX = "am_agent_"
+MAX_PASSWORD = 1024  # characters; Argon2 takes any length, a form field does not
 MAX_LISTED_TOKENS = 500  # a token list holds at most this many (newest first)
 
 
@@ -94,14 +95,66 @@ async def create_user(
     s: AsyncSession, hasher: PasswordHasher, username: str, password: str, is_admin: bool = False
 ) -> UserRow:
     username = _check_name(username, "username")
-    if len(password) < 8:
-        raise invalid_value("password", "password must have at least 8 characters")
+    check_password(password)
     if await name_taken(s, username):
         raise conflict(f"the name '{username}' is already taken")
     row = UserRow(username=username, password_hash=hasher.hash(password), is_admin=is_admin)
     s.add(row)
     await s.flush()
     return row
+
+
+def check_password(password: str) -> None:
+    if len(password) < 8:
+        raise invalid_value("password", "password must have at least 8 characters")
+    if len(password) > MAX_PASSWORD:
+        raise invalid_value("password", f"password must have at most {MAX_PASSWORD} characters")
+
+
+async def _user(s: AsyncSession, username: str) -> UserRow:
+    row = await user_by_name(s, username)
+    if row is None:
+        raise not_found(f"user '{username}'")
+    return row
+
+
+async def set_admin(s: AsyncSession, username: str, is_admin: bool) -> UserOut:
+    """Make a user an admin or take it back. The last admin stays one (nobody
+    could add users or agents any more): 409."""
+    row = await _user(s, username)
+    if row.is_admin and not is_admin:
+        others = await s.scalar(
+            select(UserRow.id).where(UserRow.is_admin.is_(True), UserRow.id != row.id).limit(1)
+        )
+        if others is None:
+            raise conflict(f"'{username}' is the last admin; make another admin first")
+    row.is_admin = is_admin
+    await s.flush()
+    # Principals are read per request (authenticate), so the change holds at once;
+    # open streams re-check after the commit.
+    s.info.setdefault("recheck", set()).add(principal_key(row.username, True))
+    return user_out(row)
+
+
+async def reset_password(
+    s: AsyncSession, username: str, password_hash: str, keep_token: str | None = None
+) -> UserOut:
+    """Set a user's password (hashed by the caller, outside the write transaction)
+    and end every login and API token of that user — a reset usually means the old
+    password leaked — except `keep_token` (the caller's own, when one resets
+    oneself)."""
+    row = await _user(s, username)
+    row.password_hash = password_hash
+    stmt = update(UserTokenRow).where(
+        UserTokenRow.user_id == row.id,
+        _active(UserTokenRow.revoked_at, UserTokenRow.expires_at, utcnow()),
+    )
+    if keep_token is not None:
+        stmt = stmt.where(UserTokenRow.token_hash != hash_token(keep_token))
+    await s.execute(stmt.values(revoked_at=utcnow()))
+    await s.flush()
+    s.info.setdefault("recheck", set()).add(principal_key(row.username, True))
+    return user_out(row)
 
 
 def password_matches(hasher: PasswordHasher, password_hash: str | None, password: str) -> bool:

@@ -387,6 +387,8 @@ async def update_session(
             raise conflict(f"alias '{alias}' is already used in workspace '{row.workspace}'")
         row.alias = alias
         row.alias_manual = True  # a human's name is never overwritten by automation
+    if alias is not None and alias == row.proposed_alias:
+        row.proposed_alias = row.proposed_by = None  # the proposal is settled
     if permission_mode is not None:
         row.permission_mode = permission_mode
     if archived is not None:
@@ -399,6 +401,34 @@ async def update_session(
     out = await describe(s, row, who.name)
     await log.append(s, await audience(s, row.id), EventType.SESSION_UPDATE, out)
     return out
+
+
+async def propose_alias(
+    s: AsyncSession, agent: Principal, session_id: str, alias: str
+) -> SessionOut:
+    """An agent in the session suggests a name; the session keeps its alias until a
+    decider accepts (docs/behaviour.md). A later proposal replaces an earlier one."""
+    row = await get_session(s, session_id)
+    await access.reader(s, agent, session_id)  # NotFound unless the agent takes part
+    if not is_valid_alias(alias):
+        raise invalid_value(
+            "alias", "an alias is 1-64 characters without '.', '@' or spaces, not 'new'"
+        )
+    if alias != row.alias:
+        row.proposed_alias, row.proposed_by = alias, agent.name
+        await s.flush()
+    out = await describe(s, row, agent.name)
+    await log.append(s, await audience(s, row.id), EventType.SESSION_UPDATE, out)
+    return out
+
+
+async def accept_proposed_alias(s: AsyncSession, who: Principal, session_id: str) -> SessionOut:
+    """A decider makes the proposed alias the session's (a manual alias from then on)."""
+    row = await get_session(s, session_id)
+    await access.Reader(who).ensure_decide(s, row, f"session '{session_id}'")
+    if row.proposed_alias is None:
+        raise conflict(f"session '{row.alias}' has no proposed alias")
+    return await update_session(s, who, session_id, row.proposed_alias, None, None)
 
 
 def decider_out(row: SessionDeciderRow) -> DeciderOut:

@@ -170,4 +170,6 @@ def session_out(
         last_mail_at=session.last_mail_at,
         unread=unread,
         pending_permissions=pending,
+        proposed_alias=session.proposed_alias,
+        proposed_by=session.proposed_by,
     )

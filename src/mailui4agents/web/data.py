@@ -218,6 +218,27 @@ async def update_session(
         return to_json(out)
 
 
+async def accept_alias(gw: Gateway, who: Principal, session_id: str) -> dict[str, Any]:
+    async with gw.write() as s:
+        return to_json(await sessions.accept_proposed_alias(s, who, session_id))
+
+
+async def session_grants(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
+    """The session's standing grants (the thread page shows them to its deciders)."""
+    async with gw.read() as s:
+        return [to_json(g) for g in await permissions.list_grants(s, who, session_id, False)]
+
+
+async def revoke_session_grant(gw: Gateway, who: Principal, session_id: str, grant_id: str) -> None:
+    """Revoke a grant from its session's page: a grant of another session is
+    NotFound here (whoever may revoke it there); the service checks the power."""
+    async with gw.write() as s:
+        grants = await permissions.list_grants(s, who, session_id, False)
+        if grant_id not in {g.id for g in grants}:
+            raise ServiceError(404, "not_found", f"grant '{grant_id}' not found", field="grant_id")
+        await permissions.revoke_grant(s, who, grant_id)
+
+
 async def suggest(gw: Gateway, who: Principal, q: str) -> dict[str, Any]:
     async with gw.read() as s:
         return to_json(await discovery.suggest(s, access.Reader(who), q))
@@ -284,6 +305,27 @@ async def agents(gw: Gateway) -> list[dict[str, Any]]:
 async def add_user(gw: Gateway, username: str, password: str, is_admin: bool) -> None:
     async with gw.write() as s:
         await identity.create_user(s, gw.hasher, username, password, is_admin)
+
+
+async def set_admin(gw: Gateway, username: str, is_admin: bool) -> None:
+    async with gw.write() as s:
+        await identity.set_admin(s, username, is_admin)
+
+
+async def reset_password(
+    gw: Gateway, who: Principal, token: str, username: str, password: str
+) -> None:
+    """A new password for `username`; its logins end (the admin's own, when it
+    resets itself, stays). Hashed in a worker thread, outside the write transaction."""
+    identity.check_password(password)
+    async with gw.read() as s:
+        if await identity.user_by_name(s, username) is None:
+            raise ServiceError(404, "not_found", f"user '{username}' not found", field="username")
+    async with gw.hash_slots:
+        hashed = await anyio.to_thread.run_sync(gw.hasher.hash, password)
+    async with gw.write() as s:
+        keep = token if username == who.name else None
+        await identity.reset_password(s, username, hashed, keep_token=keep)
 
 
 async def add_agent(gw: Gateway, who: Principal, name: str) -> str:

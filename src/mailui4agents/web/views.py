@@ -274,6 +274,7 @@ async def thread_page(request: Request, session_id: str) -> Response:
         mails = await data.thread(gw, user.principal, session_id)
     except data.Refusal as err:
         return _error(request, user, err)
+    grants = await data.session_grants(gw, user.principal, session_id) if may_decide else []
     common = await _common(request, user)
     here = [p for p in common["pending_all"] if p["session_id"] == session_id]
     return _page(
@@ -284,6 +285,7 @@ async def thread_page(request: Request, session_id: str) -> Response:
         may_decide=may_decide,
         thread=mails,
         pending=here,
+        grants=grants,
         modes=MODES,
         **common,
     )
@@ -306,6 +308,11 @@ async def session_action(request: Request, session_id: str) -> Response:
             out = await data.update_session(
                 gw, user.principal, session_id, archived=action == "archive"
             )
+        elif action == "accept-alias":
+            out = await data.accept_alias(gw, user.principal, session_id)
+        elif action == "revoke-grant":
+            await data.revoke_session_grant(gw, user.principal, session_id, _text(form, "grant_id"))
+            out = {"ok": True}
         elif action == "mode":
             mode = _text(form, "mode")
             if mode not in MODES:
@@ -538,6 +545,12 @@ async def admin_action(request: Request, action: str) -> Response:
         if action == "users":
             await data.add_user(
                 gw, _text(form, "username"), _text(form, "password"), bool(form.get("is_admin"))
+            )
+        elif action in ("make-admin", "revoke-admin"):
+            await data.set_admin(gw, _text(form, "username"), action == "make-admin")
+        elif action == "reset-password":
+            await data.reset_password(
+                gw, user.principal, user.token, _text(form, "username"), _text(form, "password")
             )
         elif action == "agents":
             name = _text(form, "name").strip()

@@ -121,6 +121,8 @@ class SessionOut(Lenient):
     last_mail_at: Timestamp | None = None
     unread: int = 0
     pending_permissions: int = 0
+    proposed_alias: str | None = None
+    proposed_by: str | None = None
 
 
 class OptionOut(Lenient):
