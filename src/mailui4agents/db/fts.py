@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    """The FTS5 table and its shadow tables are managed by hand, not by models."""
+    """The FTS5 table and its shadow tables (SQLite) and the tsvector index
+    (PostgreSQL) are managed by hand, not by models."""
+    if type_ == "index" and name == PG_INDEX:
+        return False
     return not (type_ == "table" and name is not None and name.startswith("mail_fts"))
 
 
@@ -27,3 +30,13 @@ SQLITE_TRIGGERS = [
     "INSERT INTO mail_fts(rowid, subject, body) VALUES (new.seq, new.subject, new.body); END",
 ]
 SQLITE_REBUILD = "INSERT INTO mail_fts(mail_fts) VALUES ('rebuild')"
+
+# PostgreSQL: a GIN index over the same document as an expression (migration
+# 0007), so `mails` keeps the same columns on both databases. Queries must use
+# this exact expression for the planner to use the index.
+PG_DOCUMENT = "to_tsvector('simple'::regconfig, mails.subject || ' ' || mails.body)"
+PG_INDEX = "ix_mails_fts"
+PG_CREATE_INDEX = (
+    f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON mails USING gin "
+    "((to_tsvector('simple'::regconfig, subject || ' ' || body)))"
+)

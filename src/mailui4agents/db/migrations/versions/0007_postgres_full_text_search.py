@@ -1,0 +1,31 @@
+"""PostgreSQL full-text search: a GIN index over to_tsvector(subject || body)
+
+Runs only on PostgreSQL (SQLite has its FTS5 table since 0003). The index is an
+expression index, not a column, so both databases keep the same `mails` columns
+(tests/db/test_schema_parity.py); services/search.py queries the same expression.
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-12-01 11:30:00
+"""
+
+from collections.abc import Sequence
+
+from alembic import op
+
+from mailui4agents.db import fts
+
+revision: str = "0007"
+down_revision: str | None = "0006"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(fts.PG_CREATE_INDEX)
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"DROP INDEX IF EXISTS {fts.PG_INDEX}")
