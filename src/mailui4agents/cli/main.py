@@ -43,6 +43,7 @@ COMMANDS = {
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",
     "install-mcp": "mailui4agents.cli.install_mcp:install_mcp",
     "bridge": "mailui4agents.cli.bridge:bridge",
+    "db": "mailui4agents.cli.db:db",
 }
 
 
