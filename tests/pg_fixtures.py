@@ -65,7 +65,8 @@ def pg_template(pg_cluster: PgCluster, tmp_path_factory: pytest.TempPathFactory)
 
 def fresh_database(cluster: PgCluster, template: str) -> str:
     name = f"t{os.getpid()}_{next(_counter)}"
-    cluster.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    # FILE_COPY: about twice as fast as the default WAL_LOG for a small template.
+    cluster.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
     return name
 
 

@@ -113,7 +113,7 @@ async def test_postgresql_search_uses_the_gin_index(pg_cluster: PgCluster) -> No
             plan = await conn.execute(
                 text(
                     f"EXPLAIN SELECT seq FROM mails WHERE {fts.PG_DOCUMENT} "
-                    "@@ plainto_tsquery('simple'::regconfig, 'login')"
+                    f"@@ plainto_tsquery('{fts.PG_CONFIG}'::regconfig, 'login')"
                 )
             )
             lines = "\n".join(r[0] for r in plan)

@@ -33,10 +33,24 @@ SQLITE_REBUILD = "INSERT INTO mail_fts(mail_fts) VALUES ('rebuild')"
 
 # PostgreSQL: a GIN index over the same document as an expression (migration
 # 0007), so `mails` keeps the same columns on both databases. Queries must use
-# this exact expression for the planner to use the index.
-PG_DOCUMENT = "to_tsvector('simple'::regconfig, mails.subject || ' ' || mails.body)"
+# this exact expression for the planner to use the index. The text search
+# configuration is `simple` (no stemming, any language) plus `unaccent`, so case
+# and accents fold as with FTS5's unicode61 (café = CAFE).
+PG_CONFIG = "agentmail_search"
+PG_DOCUMENT = f"to_tsvector('{PG_CONFIG}'::regconfig, mails.subject || ' ' || mails.body)"
 PG_INDEX = "ix_mails_fts"
-PG_CREATE_INDEX = (
-    f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON mails USING gin "
-    "((to_tsvector('simple'::regconfig, subject || ' ' || body)))"
-)
+PG_CREATE = [
+    # unaccent ships with PostgreSQL (contrib) and is a trusted extension: the
+    # database's owner may create it.
+    "CREATE EXTENSION IF NOT EXISTS unaccent",
+    f"CREATE TEXT SEARCH CONFIGURATION {PG_CONFIG} (COPY = pg_catalog.simple)",
+    f"ALTER TEXT SEARCH CONFIGURATION {PG_CONFIG} "
+    "ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part "
+    "WITH unaccent, simple",
+    f"CREATE INDEX {PG_INDEX} ON mails USING gin "
+    f"((to_tsvector('{PG_CONFIG}'::regconfig, subject || ' ' || body)))",
+]
+PG_DROP = [
+    f"DROP INDEX IF EXISTS {PG_INDEX}",
+    f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {PG_CONFIG}",
+]

@@ -6,10 +6,11 @@ user's text is never passed to MATCH as FTS syntax: it is split into terms, each
 becomes a double-quoted FTS string (inner quotes doubled) and the terms are AND-ed;
 a term ending in `*` stays a prefix search.
 
-PostgreSQL: the GIN index over `to_tsvector('simple', subject || ' ' || body)`
-(migration 0007, db/fts.py). Each term becomes its own `plainto_tsquery` (plain
-text, never tsquery syntax) or, ending in `*`, a quoted lexeme with `:*`; the
-terms are AND-ed, and the snippet is cut in Python (`make_snippet`).
+PostgreSQL: the GIN index over `to_tsvector(…, subject || ' ' || body)` with
+`simple` + `unaccent` (migration 0007, db/fts.py). Each term becomes its own
+`plainto_tsquery` (plain text, never tsquery syntax) or, ending in `*`, a quoted
+lexeme with `:*`; the terms are AND-ed, and the snippet is cut in Python
+(`make_snippet`).
 
 Scripts written without spaces (Chinese, Japanese, Thai) have no word boundaries
 for the `unicode61` tokenizer — a whole run of ideographs is one token — so their
@@ -94,10 +95,10 @@ def _pg_match(fts_terms: list[str]) -> ColumnElement[bool]:
         if prefix:
             # A quoted tsquery lexeme: quotes doubled, backslashes escaped.
             params[f"t{i}"] = "'" + core.replace("\\", "\\\\").replace("'", "''") + "':*"
-            parts.append(f"to_tsquery('simple'::regconfig, :t{i})")
+            parts.append(f"to_tsquery('{fts.PG_CONFIG}'::regconfig, :t{i})")
         else:
             params[f"t{i}"] = core
-            parts.append(f"plainto_tsquery('simple'::regconfig, :t{i})")
+            parts.append(f"plainto_tsquery('{fts.PG_CONFIG}'::regconfig, :t{i})")
     clause = text(f"{fts.PG_DOCUMENT} @@ ({' && '.join(parts)})").bindparams(**params)
     return clause  # type: ignore[return-value]
 

@@ -1,4 +1,4 @@
-"""PostgreSQL full-text search: a GIN index over to_tsvector(subject || body)
+"""PostgreSQL full-text search: a GIN index over to_tsvector(subject || body), accents folded
 
 Runs only on PostgreSQL (SQLite has its FTS5 table since 0003). The index is an
 expression index, not a column, so both databases keep the same `mails` columns
@@ -23,9 +23,11 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(fts.PG_CREATE_INDEX)
+        for statement in fts.PG_CREATE:
+            op.execute(statement)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(f"DROP INDEX IF EXISTS {fts.PG_INDEX}")
+        for statement in fts.PG_DROP:
+            op.execute(statement)
