@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import itertools
 import os
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
+from typing import Any
 
 import anyio
 import pytest
 
 from mailui4agents.app import start_gateway
-from mailui4agents.testing_pg import PgCluster, find_bindir
+from mailui4agents.settings import Settings
+from mailui4agents.testing_pg import PgCluster, find_bindir, run_async
 
 BACKENDS = ("sqlite", "postgresql")
 _counter = itertools.count()
@@ -78,3 +82,51 @@ def pg_database(pg_cluster: PgCluster, pg_template: str) -> Iterator[str]:
         yield pg_cluster.url(name)
     finally:
         pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _asyncpg_sql(sql: str) -> str:
+    """sqlite3's `?` placeholders as asyncpg's `$1, $2, …`."""
+    parts = sql.split("?")
+    return parts[0] + "".join(f"${i}{p}" for i, p in enumerate(parts[1:], 1))
+
+
+def db_scalar(settings: Settings, sql: str, *args: Any) -> Any:
+    """One value of a plain SQL query (`?` placeholders) on the test's database,
+    whichever backend it runs on."""
+    if settings.database_url is None:
+        with closing(sqlite3.connect(settings.data_dir / "agentmail.db")) as db:
+            return db.execute(sql, args).fetchone()[0]
+    import asyncpg
+
+    async def go() -> Any:
+        conn = await asyncpg.connect(settings.database_url)
+        try:
+            return await conn.fetchval(_asyncpg_sql(sql), *args)
+        finally:
+            await conn.close()
+
+    return run_async(go)
+
+
+def db_all_rows(settings: Settings) -> dict[str, list[str]]:
+    """Every row of every table (as sorted reprs), whichever backend."""
+    if settings.database_url is None:
+        with closing(sqlite3.connect(settings.data_dir / "agentmail.db")) as db:
+            names = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY 1"
+            tables = [r[0] for r in db.execute(names)]
+            return {t: sorted(repr(r) for r in db.execute(f'SELECT * FROM "{t}"')) for t in tables}
+    import asyncpg
+
+    async def go() -> dict[str, list[str]]:
+        conn = await asyncpg.connect(settings.database_url)
+        try:
+            names = "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+            tables = [r[0] for r in await conn.fetch(names)]
+            return {
+                t: sorted(repr(tuple(r)) for r in await conn.fetch(f'SELECT * FROM "{t}"'))
+                for t in tables
+            }
+        finally:
+            await conn.close()
+
+    return run_async(go)
