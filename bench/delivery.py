@@ -218,7 +218,7 @@ async def main() -> None:
             ),
             extra_args=["--database-url", args.database_url] if args.database_url else [],
         )
-        gw.start()
+        gw.start(timeout=120)  # a loaded machine: PostgreSQL migrations take a while
         try:
             async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
                 ana, keys = await setup(http, max(args.agents, args.senders))
