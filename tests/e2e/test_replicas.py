@@ -56,7 +56,7 @@ def replicas(pg_cluster: PgCluster, tmp_path: Path) -> Iterator[list[GatewayProc
     ]
     try:
         for p in procs:
-            p.start()
+            p.start(timeout=120)  # a loaded machine: the first one migrates
         yield procs
     finally:
         for p in procs:
