@@ -9,6 +9,7 @@ Measures:
 
 Usage: .venv/bin/python bench/delivery.py [--sequential 300] [--agents 50]
        [--deliveries 500] [--senders 8] [--per-sender 250] [--streams 200]
+       [--database-url postgresql://user@host:port/empty_db]
 Prints its figures and the machine conditions; it is not a test.
 """
 
@@ -202,6 +203,9 @@ async def main() -> None:
     ap.add_argument("--senders", type=int, default=8)
     ap.add_argument("--per-sender", type=int, default=250)
     ap.add_argument("--streams", type=int, default=200)
+    ap.add_argument(
+        "--database-url", default=None, help="an EMPTY PostgreSQL database (default: SQLite)"
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -212,8 +216,9 @@ async def main() -> None:
             env=clean_env(
                 AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, AGENTMAIL_SESSION_RATE_LIMIT="100000"
             ),
+            extra_args=["--database-url", args.database_url] if args.database_url else [],
         )
-        gw.start()
+        gw.start(timeout=120)  # a loaded machine: PostgreSQL migrations take a while
         try:
             async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
                 ana, keys = await setup(http, max(args.agents, args.senders))
@@ -227,7 +232,11 @@ async def main() -> None:
 
     print("machine:", platform.platform(), f"cpus={os.cpu_count()}",
           f"python={sys.version.split()[0]}", f"sqlite={sqlite3.sqlite_version}")  # fmt: skip
-    print("gateway: one `agentmail serve` subprocess, SQLite (WAL) in a temp dir, loopback")
+    print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
+    if args.database_url:
+        print("gateway: one `agentmail serve` subprocess, PostgreSQL at", args.database_url)
+    else:
+        print("gateway: one `agentmail serve` subprocess, SQLite (WAL) in a temp dir, loopback")
     print(summary("sequential send latency", seq))
     print(summary(f"send->SSE delivery latency, {args.agents} agents connected", lat))
     print(

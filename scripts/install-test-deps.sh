@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what the browser tests need and pip cannot: the system Chromium
-# (Debian package `chromium`; never a browser downloaded by Playwright) and
-# axe-core (npm, pinned) for the accessibility check, into .cache/ (not committed).
+# Installs what the tests need and pip cannot: the system Chromium (Debian
+# package `chromium`; never a browser downloaded by Playwright) and axe-core
+# (npm, pinned) for the accessibility check, into .cache/ (not committed); and
+# the PostgreSQL server binaries (Debian package `postgresql`: initdb, pg_ctl,
+# the `postgres` user) for the throwaway clusters of tests/pg_fixtures.py.
 # Under CI=true anything missing afterwards is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,27 @@ if [ ! -x "$CHROMIUM" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   fi
   [ -x "$CHROMIUM" ] || { echo "chromium missing: apt-get install chromium" >&2; missing=1; }
+fi
+
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing postgresql (Debian package)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    # The package starts a system cluster; the tests run their own, so stop it.
+    if command -v pg_lsclusters >/dev/null; then
+      pg_lsclusters -h | while read -r ver name _; do
+        pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true
+      done
+    fi
+  fi
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null ||
+    { echo "postgresql missing: apt-get install postgresql" >&2; missing=1; }
+fi
+if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+  # initdb refuses to run as root; tests run the server as `postgres` (runuser).
+  echo "user postgres missing (initdb cannot run as root): apt-get install postgresql" >&2
+  missing=1
 fi
 
 AXE=.cache/axe-core-$AXE_VERSION/node_modules/axe-core/axe.min.js
@@ -35,7 +58,7 @@ if [ ! -f "$AXE" ]; then
 fi
 
 if [ "$missing" = 1 ] && [ "${CI:-}" = "true" ]; then
-  echo "CI=true: browser test dependencies missing" >&2
+  echo "CI=true: test dependencies missing (browser or PostgreSQL)" >&2
   exit 1
 fi
 exit 0

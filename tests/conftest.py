@@ -17,6 +17,7 @@ import pytest
 from mailui4agents.app import create_app, start_gateway
 from mailui4agents.settings import Settings
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+from tests.pg_fixtures import backends_for, pg_cluster, pg_database, pg_template  # noqa: F401
 
 ADMIN_PASSWORD = "admin-password-for-tests"
 USER_PASSWORD = "user-password-for-tests"
@@ -52,8 +53,19 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return settings.data_dir
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests on the DB fixtures run on SQLite and on PostgreSQL (tests/pg_fixtures.py)."""
+    if "db_backend" in metafunc.fixturenames:
+        metafunc.parametrize("db_backend", backends_for(metafunc.definition))
+
+
 @pytest.fixture
-def settings(tmp_path: Path, template_db: Path) -> Settings:
+def settings(tmp_path: Path, db_backend: str, request: pytest.FixtureRequest) -> Settings:
+    if db_backend == "postgresql":
+        s = fast_settings(tmp_path, database_url=request.getfixturevalue("pg_database"))
+        s.data_dir.mkdir(parents=True)
+        return s
+    template_db: Path = request.getfixturevalue("template_db")
     s = fast_settings(tmp_path)
     s.data_dir.mkdir(parents=True)
     for f in template_db.iterdir():  # the database and any WAL files beside it

@@ -36,6 +36,8 @@ from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.errors import ApiError
+from mailui4agents.events import log as event_log
+from mailui4agents.events import pg_listen
 from mailui4agents.events.hub import EventHub
 from mailui4agents.private_files import private_dir, private_file
 from mailui4agents.services import identity, scheduler
@@ -75,6 +77,7 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     )
     gw.attach_hub()
     async with gw.write() as s:
+        await event_log.take_event_lock(s)  # replicas starting together: one admin
         generated = await identity.ensure_admin(s, hasher, settings.admin_password)
     return gw, generated
 
@@ -92,6 +95,8 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         async with anyio.create_task_group() as tg:
             tg.start_soon(scheduler.run, gw, stop)
             tg.start_soon(gw.hub.run)
+            if not gw.db.is_sqlite:  # replicas wake each other (docs/postgres.md)
+                tg.start_soon(pg_listen.listen, gw.db.url, gw.hub, stop)
             try:
                 yield
             finally:

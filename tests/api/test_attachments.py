@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import uuid
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 from mailui4agents.app import create_app
 from mailui4agents.settings import Settings
 from tests.conftest import Api, fast_settings
+from tests.pg_fixtures import db_scalar
 
 pytestmark = pytest.mark.anyio
 
@@ -81,8 +80,7 @@ def blob_files(settings: Settings) -> list[Path]:
 
 
 def db_count(settings: Settings, sql: str, *args: Any) -> int:
-    with closing(sqlite3.connect(settings.data_dir / "agentmail.db")) as db:
-        return int(db.execute(sql, args).fetchone()[0])
+    return int(db_scalar(settings, sql, *args))
 
 
 @pytest.fixture

@@ -6,9 +6,8 @@ fields instead of refusing them."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 
 from mailui4agents.settings import Settings
 from tests.conftest import USER_PASSWORD, Api
+from tests.pg_fixtures import db_all_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -188,12 +188,7 @@ async def call(
 
 def db_rows(settings: Settings) -> dict[str, list[str]]:
     """Every row of every table, to prove a refused request wrote nothing."""
-    with closing(sqlite3.connect(settings.data_dir / "agentmail.db")) as db:
-        tables = [
-            r[0]
-            for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY 1")
-        ]
-        return {t: sorted(repr(row) for row in db.execute(f'SELECT * FROM "{t}"')) for t in tables}
+    return db_all_rows(settings)
 
 
 @contextmanager

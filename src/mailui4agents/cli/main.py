@@ -45,6 +45,7 @@ COMMANDS = {
     "bridge": "mailui4agents.cli.bridge:bridge",
     "schedule": "mailui4agents.cli.calendar:schedule",
     "calendar": "mailui4agents.cli.calendar:calendar",
+    "db": "mailui4agents.cli.db:db",
 }
 
 

@@ -6,11 +6,13 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mailui4agents.db.engine import Database
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+_PG_MIGRATE_LOCK = 0x6D696772  # any constant: one migrating replica at a time
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -26,6 +28,10 @@ async def upgrade(db: Database) -> None:
     """Bring the schema to the newest revision."""
 
     def _run(connection: Connection) -> None:
+        if connection.dialect.name == "postgresql":
+            # Replicas starting together: one migrates, the others wait for it
+            # and then find the schema at head.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATE_LOCK})
         command.upgrade(alembic_config(connection), "head")
 
     async with db.writer.begin() as conn:

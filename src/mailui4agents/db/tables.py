@@ -98,7 +98,8 @@ class SessionRow(Base):
     proposed_alias: Mapped[str | None] = mapped_column(String(100), nullable=True)
     proposed_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
     workspace: Mapped[str] = mapped_column(Text, default="")
-    # "name\x00workspace" for the default session of that pair; NULL otherwise.
+    # '["low","high","path"]' for the default session of that pair at that path
+    # (services/sessions.default_session_key); NULL otherwise.
     default_key: Mapped[str | None] = mapped_column(Text, nullable=True, unique=True)
     status: Mapped[str] = mapped_column(String(20), default="active")
     permission_mode: Mapped[str] = mapped_column(String(20), default="workspace")

@@ -23,17 +23,30 @@ def _json(data: Payload | None) -> JsonObject | None:
 
 
 _PG_EVENT_LOCK = 0x6D61696C  # any constant; serialises appends on PostgreSQL
+# Every replica LISTENs here (events/pg_listen.py); the payload is empty, the log
+# is the truth.
+PG_CHANNEL = "agentmail_events"
+
+
+async def take_event_lock(s: AsyncSession) -> None:
+    """PostgreSQL: become the one appender until this transaction ends, and have
+    every replica woken when it commits. A no-op on SQLite (one writer anyway).
+
+    Ids must become visible in increasing order, or a reader that has seen id 10
+    could miss an id 9 committed later: the sequence is drawn under this lock,
+    and PostgreSQL makes a commit visible before it releases the lock."""
+    if s.get_bind().dialect.name == "postgresql" and not s.info.get("event_lock"):
+        await s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_EVENT_LOCK})
+        # Delivered to the listeners of every replica when (and only if) this commits.
+        await s.execute(text("SELECT pg_notify(:c, '')"), {"c": PG_CHANNEL})
+        s.info["event_lock"] = True
 
 
 async def append(
     s: AsyncSession, principals: Iterable[str], type_: str, data: Payload | None
 ) -> None:
     """Add one event per principal; they are notified after the commit."""
-    if s.get_bind().dialect.name == "postgresql" and not s.info.get("event_lock"):
-        # Ids must become visible in increasing order, or a reader that has seen
-        # id 10 could miss an id 9 committed later. SQLite has one writer anyway.
-        await s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_EVENT_LOCK})
-        s.info["event_lock"] = True
+    await take_event_lock(s)
     notify: set[str] = s.info.setdefault("notify", set())
     data = _json(data)
     for principal in principals:

@@ -16,6 +16,7 @@ from mailui4agents.domain.addresses import Address, AddressError, parse_address
 from mailui4agents.domain.errors import Missing, invalid_value, not_found
 from mailui4agents.domain.results import Duplicate, Sent
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
+from mailui4agents.events import log
 from mailui4agents.services import access, attachments, delivery, identity, limits, sessions
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import MailContext, mail_out
@@ -121,6 +122,11 @@ async def send_mail(
     `recipients`: `to` and `cc` as resolve_recipients gave them, if already done."""
     if relay_key is not None:
         limits.check_relay_key(relay_key)
+        # PostgreSQL: concurrent sends with one key must not both pass this check
+        # (the loser's unique violation would be a 500). Appends are serialised by
+        # the event lock anyway; taking it first makes this check see every
+        # committed mail, so the loser answers duplicate_relay.
+        await log.take_event_lock(s)
         dup = await s.scalar(
             select(MailRow.id).where(
                 MailRow.relay_key == relay_key, MailRow.from_name == sender.name

@@ -1,6 +1,14 @@
 """Periodic work of the gateway: expiring unanswered requests, delivering calendar
 entries that fell due, and (at most hourly) sweeping attachments and blobs that
-no mail needs. The clock is a parameter, so tests move time instead of sleeping."""
+no mail needs. The clock is a parameter, so tests move time instead of sleeping.
+
+With several replicas on PostgreSQL each job's write transaction first tries a
+per-job advisory lock (`run_once`): one replica does the pass, the others skip
+it, and since every job decides what to do only after taking the lock (READ
+COMMITTED: each statement sees what committed before), a pass never repeats
+work another replica committed. The writes stay conditional as well (e.g.
+`status = 'pending'` in permissions._close, the calendar's claim on `next_due`
+in services/calendar_due.py). docs/postgres.md."""
 
 from __future__ import annotations
 
@@ -9,6 +17,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import anyio
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.types import utcnow
 from mailui4agents.services import blobs, calendar_due, permissions
@@ -25,6 +35,20 @@ CALENDAR_PER_PASS = 200
 Clock = Callable[[], datetime]
 
 
+# One advisory lock key per job (any constants, distinct from events/log.py's).
+JOB_LOCKS = {"expire": 0x6A6F6201, "sweep": 0x6A6F6202, "calendar": 0x6A6F6203}
+
+
+async def run_once(s: AsyncSession, job: str) -> bool:
+    """True when this transaction may run `job`'s pass: always on SQLite (one
+    process), on PostgreSQL only for the replica holding the job's lock (until
+    this transaction ends; the others get False at once and skip the pass)."""
+    if s.get_bind().dialect.name != "postgresql":
+        return True
+    got = await s.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": JOB_LOCKS[job]})
+    return bool(got)
+
+
 async def tick(gw: Gateway) -> int:
     """One pass; returns how many requests expired. Reads first, so an idle
     gateway never takes the write lock."""
@@ -32,6 +56,8 @@ async def tick(gw: Gateway) -> int:
         if not await permissions.any_due(s):
             return 0
     async with gw.write() as s:
+        if not await run_once(s, "expire"):
+            return 0
         return await permissions.expire_due(s)
 
 
@@ -50,6 +76,8 @@ async def deliver_calendar(gw: Gateway, now: datetime | None = None) -> int:
         for d in batch:
             tried += 1
             async with gw.write() as s:
+                if not await run_once(s, "calendar"):
+                    return sent  # another replica is delivering this pass
                 sent += await calendar_due.deliver_one(s, gw.settings, d, now)
     return sent
 
@@ -65,6 +93,8 @@ async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepRe
         if not await blobs.anything_to_sweep(s, now, grace):
             return blobs.SweepResult()
     async with gw.write() as s:
+        if not await run_once(s, "sweep"):
+            return blobs.SweepResult()
         result = await blobs.sweep(s, store, now, grace)
     log.info("swept %d attachment(s) and %d blob(s)", result.attachments, result.blobs)
     return result

@@ -4,8 +4,13 @@ every read (docs/access.md).
 SQLite: the FTS5 table `mail_fts` (migration 0003, kept in step by triggers). The
 user's text is never passed to MATCH as FTS syntax: it is split into terms, each
 becomes a double-quoted FTS string (inner quotes doubled) and the terms are AND-ed;
-a term ending in `*` stays a prefix search. Other databases fall back to a portable
-substring match (ILIKE) until PostgreSQL gets its tsvector index.
+a term ending in `*` stays a prefix search.
+
+PostgreSQL: the GIN index over `to_tsvector(…, subject || ' ' || body)` with
+`simple` + `unaccent` (migration 0009, db/fts.py). Each term becomes its own
+`plainto_tsquery` (plain text, never tsquery syntax) or, ending in `*`, a quoted
+lexeme with `:*`; the terms are AND-ed, and the snippet is cut in Python
+(`make_snippet`).
 
 Scripts written without spaces (Chinese, Japanese, Thai) have no word boundaries
 for the `unicode61` tokenizer — a whole run of ideographs is one token — so their
@@ -20,6 +25,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Integer, Text, and_, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from mailui4agents.db import fts
 from mailui4agents.db.tables import MailRow
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, mail
@@ -80,6 +86,24 @@ def _substring(term: str, *, insensitive: bool) -> ColumnElement[bool]:
     )
 
 
+def _pg_match(fts_terms: list[str]) -> ColumnElement[bool]:
+    """`document @@ (q0 && q1 …)` over the indexed expression (db/fts.py)."""
+    parts: list[str] = []
+    params: dict[str, str] = {}
+    for i, term in enumerate(fts_terms):
+        prefix = term.endswith("*")
+        core = term.rstrip("*")[1:-1].replace('""', '"')  # undo the FTS5 quoting
+        if prefix:
+            # A quoted tsquery lexeme: quotes doubled, backslashes escaped.
+            params[f"t{i}"] = "'" + core.replace("\\", "\\\\").replace("'", "''") + "':*"
+            parts.append(f"to_tsquery('{fts.PG_CONFIG}'::regconfig, :t{i})")
+        else:
+            params[f"t{i}"] = core
+            parts.append(f"plainto_tsquery('{fts.PG_CONFIG}'::regconfig, :t{i})")
+    clause = text(f"{fts.PG_DOCUMENT} @@ ({' && '.join(parts)})").bindparams(**params)
+    return clause  # type: ignore[return-value]
+
+
 def make_snippet(body: str, words: list[str]) -> str:
     """A window of `body` around the first word found, the word marked."""
     hits = [m for w in words if (m := re.search(re.escape(w), body, re.IGNORECASE))]
@@ -126,7 +150,7 @@ async def search(
     if dialect == "sqlite":
         stmt: Any
         if terms.fts:
-            fts = (
+            fts_q = (
                 text(
                     "SELECT rowid AS seq, "
                     f"snippet(mail_fts, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS}) AS snippet "
@@ -136,13 +160,17 @@ async def search(
                 .columns(seq=Integer, snippet=Text)
                 .subquery("fts")
             )
-            fts_snippet = fts.c.snippet
-            stmt = select(MailRow, fts.c.snippet).join(fts, fts.c.seq == MailRow.seq)
+            fts_snippet = fts_q.c.snippet
+            stmt = select(MailRow, fts_q.c.snippet).join(fts_q, fts_q.c.seq == MailRow.seq)
         else:
             stmt = select(MailRow)
         conditions += [_substring(t, insensitive=False) for t in terms.substrings]
-    else:
-        # Portable fallback (PostgreSQL: a tsvector index can replace it later).
+    elif dialect == "postgresql":
+        stmt = select(MailRow)
+        if terms.fts:
+            conditions.append(_pg_match(terms.fts))
+        conditions += [_substring(t, insensitive=False) for t in terms.substrings]
+    else:  # any other database: a portable substring match
         stmt = select(MailRow)
         conditions += [_substring(w, insensitive=True) for w in terms.words]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from sqlalchemy import or_, select, update
@@ -47,6 +48,13 @@ async def check_rate_limit(s: AsyncSession, settings: Settings, creator: str) ->
             f"{settings.session_rate_window_s:g} s; try again in {retry} s",
             retry_after=retry,
         )
+
+
+def default_session_key(low: str, high: str, path: str) -> str:
+    """The unique key of a pair's default session at `path`: a JSON list, which no
+    name or path can make ambiguous (PostgreSQL text cannot hold the NUL that
+    separated the parts before migration 0010)."""
+    return json.dumps([low, high, path], ensure_ascii=False, separators=(",", ":"))
 
 
 async def _assign_alias(s: AsyncSession, row: SessionRow, base: str) -> None:
@@ -276,7 +284,7 @@ async def resolve_target(
             # One default session per PAIR of people and path: ana↔claude share one,
             # bob mailing claude@/srv/shop gets his own (never ana's history).
             low, high = sorted((sender.name, first.name))
-            key = f"{low}\x00{high}\x00{first.path}"
+            key = default_session_key(low, high, first.path)
             found = await s.scalar(select(SessionRow).where(SessionRow.default_key == key))
             if found is None:
                 base = auto_alias(first.name, subject)
