@@ -133,8 +133,14 @@ async def send_mail(
 
     parent = None
     if parent_mail_id is not None:
-        parent = await s.scalar(select(MailRow).where(MailRow.id == parent_mail_id))
-        parent_session = await s.get(SessionRow, parent.session_id) if parent else None
+        found = (
+            await s.execute(
+                select(MailRow, SessionRow)
+                .join(SessionRow, SessionRow.id == MailRow.session_id)
+                .where(MailRow.id == parent_mail_id)
+            )
+        ).first()
+        parent, parent_session = found if found is not None else (None, None)
         if parent_session is None or not await access.Reader(sender).may_post(s, parent_session):
             raise invalid_value("parent_mail_id", f"no mail '{parent_mail_id}' you can reply to")
 
