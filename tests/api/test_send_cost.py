@@ -115,3 +115,55 @@ async def test_a_name_not_found_is_looked_up_again(served: Served) -> None:
     r = await api.send("ana", ["later@/srv/shop.new"])
     assert r.status_code == 201, r.text
     assert not any("FROM agents" in q for q in served.statements.reader)
+
+
+async def _list_sessions(served: Served, token: str) -> tuple[list[dict[str, Any]], int]:
+    served.statements.clear()
+    r = await served.api.http.get(
+        "/api/v1/sessions", params={"limit": 100}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert r.status_code == 200, r.text
+    return r.json()["items"], len(_queries(served.statements.reader))
+
+
+async def test_a_session_list_costs_the_same_queries_for_2_or_8_sessions(served: Served) -> None:
+    api = served.api
+    await api.user("ana")
+    key = await api.agent("bot")
+    counts = []
+    made: list[str] = []
+    for total in (2, 8):
+        while len(made) < total:
+            i = len(made)
+            r = await api.send("ana", [f"bot@/srv/w{i}.new"], subject=f"s{i}")
+            assert r.status_code == 201, r.text
+            made.append(r.json()["session_id"])
+            if i % 2:  # the agent answers in every other session: unread for ana
+                reply = await api.http.post(
+                    "/api/v1/agent/mail",
+                    json={"to": [f"ana@/srv/w{i}"], "subject": "re", "body": "b",
+                          "parent_mail_id": r.json()["id"]},
+                    headers={"Authorization": f"Bearer {key}"},
+                )  # fmt: skip
+                assert reply.status_code == 201, reply.text
+        perm = await api.http.post(
+            "/api/v1/agent/permissions",
+            json={"session_id": made[-1], "tool_name": "Bash",
+                  "tool_input": {"command": f"echo {total}"}, "relay_key": f"k{total}"},
+            headers={"Authorization": f"Bearer {key}"},
+        )  # fmt: skip
+        assert perm.status_code == 201, perm.text
+        items, queries = await _list_sessions(served, api.tokens["ana"])
+        counts.append(queries)
+        by_id = {item["id"]: item for item in items}
+        assert set(by_id) == set(made)
+        for i, sid in enumerate(made):
+            item = by_id[sid]
+            assert item["participants"] == ["ana", "bot"], item
+            pending = 1 if sid in (made[1], made[-1]) else 0
+            assert item["pending_permissions"] == pending, (i, item)
+            # The agent's answer and a request's own mail are unread for ana.
+            assert item["unread"] == i % 2 + pending, (i, item)
+            assert item["deciders"] == ["ana"], item
+    assert counts[0] == counts[1], counts  # not one more query per row
+    assert counts[1] <= 6, counts  # token, the page, four describe queries
