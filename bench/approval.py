@@ -146,7 +146,7 @@ async def main() -> None:
             data_dir=Path(tmp) / "data",
             env=clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV),
         )
-        gw.start()
+        gw.start(timeout=180)  # a loaded machine takes long to import the gateway
         try:
             async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
                 ana, key, session = await setup(http)

@@ -149,7 +149,7 @@ def main() -> None:
         gateway = GatewayProcess(
             data_dir=tmp / "data", env=clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD,
                                                  **FAST_HASH_ENV))  # fmt: skip
-        gateway.start()
+        gateway.start(timeout=180)
         bridge = None
         try:
             ana, key = setup(gateway.url)

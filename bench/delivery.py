@@ -217,7 +217,7 @@ async def main() -> None:
                 AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, AGENTMAIL_SESSION_RATE_LIMIT="100000"
             ),
         )
-        gw.start()
+        gw.start(timeout=180)  # a loaded machine takes long to import the gateway
         spy = None
         try:
             async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:

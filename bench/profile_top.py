@@ -25,6 +25,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("profile")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--only", help="keep stacks with a frame containing this (e.g. Server.run)")
+    ap.add_argument(
+        "--skip-leaf", action="append", default=[],
+        help="drop stacks whose leaf contains this (e.g. EpollSelector.select: idle)",
+    )  # fmt: skip
     args = ap.parse_args()
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
@@ -36,6 +41,10 @@ def main() -> None:
                 continue
             frames = [frame_name(x) for x in m.group(1).split(";")]
             n = int(m.group(2))
+            if args.only and not any(args.only in f for f in frames):
+                continue
+            if any(skip in frames[-1] for skip in args.skip_leaf):
+                continue
             samples += n
             own[frames[-1]] += n
             for name in set(frames):

@@ -125,7 +125,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV)
         gw = GatewayProcess(data_dir=Path(tmp) / "data", env=env)
-        gw.start()
+        gw.start(timeout=180)  # a loaded machine takes long to import the gateway
         try:
             asyncio.run(run(args.requests, args.senders, gw.url))
         finally:
