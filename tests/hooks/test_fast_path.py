@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mailui4agents.cli import entry
+from mailui4agents.cli import fast_hook as entry
 from mailui4agents.hooks import PLATFORMS
 from mailui4agents.hooks import runner as hook_runner
 from mailui4agents.testing import clean_env
