@@ -1,7 +1,7 @@
 """inbox indexes: a reader's mail in mail_seq order, all and unread
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-01 11:50:00.000000
 
 At 1,000,000 mails an inbox page sorted every mail of its reader (EXPLAIN QUERY
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0007"
-down_revision: str | None = "0006"
+revision: str = "0008"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
