@@ -21,9 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
-import sqlite3
 import sys
 import tempfile
 import time
@@ -34,9 +31,10 @@ from typing import Any
 
 import httpx
 
+from calibrate import calibrate, load, machine  # bench/: the script's folder is on sys.path
 from mailui4agents.client.sse import SSEParser
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
-from stats import pct, summary  # bench/stats.py: the script's own folder is on sys.path
+from stats import pct, summary
 
 ADMIN_PASSWORD = "bench-admin-password"
 USER_PASSWORD = "bench-user-password"
@@ -141,16 +139,18 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--floor-runs", type=int, default=50)
     args = ap.parse_args()
+    print(machine(), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         gw = GatewayProcess(
             data_dir=Path(tmp) / "data",
             env=clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV),
         )
-        gw.start()
+        gw.start(timeout=180)  # a loaded machine takes long to import the gateway
         try:
             async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
                 ana, key, session = await setup(http)
+                cal = await calibrate(http, ana)
                 env = clean_env(
                     AGENTMAIL_URL=gw.url,
                     AGENTMAIL_KEY=key,
@@ -190,19 +190,23 @@ async def main() -> None:
 
     floor_p50 = pct(floor, 50)
     overhead = [t - floor_p50 for t in total]
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-    print("machine:", platform.platform(), f"cpus={os.cpu_count()}",
-          f"python={sys.version.split()[0]}", f"sqlite={sqlite3.sqlite_version}",
-          "loadavg=" + "/".join(f"{x:.2f}" for x in load))  # fmt: skip
     print("gateway: one `agentmail serve` subprocess, SQLite (WAL) in a temp dir, loopback;")
     print("hook: `python -m mailui4agents.cli.main hook claude-code`, one process per run")
+    print(*cal.lines(), sep="\n")
     print(summary("round trip (spawn -> approved -> hook printed allow)", total))
     print(summary("  spawn -> request seen by the human (SSE)", to_seen))
     print(summary("  approval posted -> hook exited", after_approval))
     print(summary("    of which the decision POST itself", decide_call))
-    print(summary("floor: hook for a Read call (no gateway contact)", floor))
+    print(
+        summary("floor: hook for a Read call (no gateway contact)", floor),
+        "|", cal.vs_pass(floor_p50), "(p50)",
+    )  # fmt: skip
     print(summary("floor: bare `python -c pass`", bare))
-    print(summary(f"overhead excluding Python start-up (round trip - {floor_p50:.1f})", overhead))
+    print(
+        summary(f"overhead excluding Python start-up (round trip - {floor_p50:.1f})", overhead),
+        "|", cal.vs_get(pct(overhead, 50)), "(p50)",
+    )  # fmt: skip
+    print(f"loadavg at the end: {load()}")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -30,9 +28,10 @@ from pathlib import Path
 
 import httpx
 
+from calibrate import Calibration, calibrate, load, machine  # bench/: on sys.path
 from mailui4agents.client import AsyncClient, ClientConfig
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
-from stats import summary  # bench/stats.py: the script's own folder is on sys.path
+from stats import pct, summary
 
 ADMIN_PASSWORD = "bench-admin-password"
 # A trivial CLI: reads the prompt, records its own start and end (ns), answers "ok".
@@ -43,6 +42,11 @@ end=$(date +%s%N)
 echo "$AGENTMAIL_MAIL_ID $start $end" >> "$BENCH_LOG"
 echo ok
 """
+
+
+async def calibrate_on(url: str, token: str) -> Calibration:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        return await calibrate(http, token)
 
 
 def setup(url: str) -> tuple[str, str]:
@@ -134,6 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=200)
     args = parser.parse_args()
+    print(machine(), flush=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         workspace, log, bridge_log = tmp / "work", tmp / "cli.log", tmp / "bridge.log"
@@ -144,10 +149,11 @@ def main() -> None:
         gateway = GatewayProcess(
             data_dir=tmp / "data", env=clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD,
                                                  **FAST_HASH_ENV))  # fmt: skip
-        gateway.start()
+        gateway.start(timeout=180)
         bridge = None
         try:
             ana, key = setup(gateway.url)
+            cal = asyncio.run(calibrate_on(gateway.url, ana))
             env = clean_env(AGENTMAIL_URL=gateway.url, AGENTMAIL_KEY=key, BENCH_LOG=str(log))
             bridge = subprocess.Popen(
                 [sys.executable, "-m", "mailui4agents.cli.main", "bridge", "--agent", "bench",
@@ -170,13 +176,14 @@ def main() -> None:
         after = [(relay - cli[m][1]) * 1000 for m, (_, relay) in stored.items()]
         overhead = [b + a for b, a in zip(before, after, strict=True)]
         phases = breakdown(bridge_log.read_text(), stored, cli)
-    python = platform.python_version()
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {python}")
-    print(f"load average at the end: {os.getloadavg()}")
+    print(f"load average at the end: {load()}")
+    print(*cal.lines(), sep="\n")
     print(summary("mail stored -> CLI started", before))
     print(summary("CLI exited -> relay stored", after))
-    print(summary("bridge overhead per turn (the two above)", overhead))
-    print(summary("whole turn as the human sees it (send -> relay on SSE)", total))
+    print(summary("bridge overhead per turn (the two above)", overhead), "|",
+          cal.vs_get(pct(overhead, 50)), "|", cal.vs_pass(pct(overhead, 50)), "(p50)")  # fmt: skip
+    print(summary("whole turn as the human sees it (send -> relay on SSE)", total), "|",
+          cal.vs_get(pct(total, 50)), "(p50)")  # fmt: skip
     print("where the overhead goes (p50 ms, from the bridge's timing log):")
     for name, values in phases.items():
         print(f"  {name}: {sorted(values)[len(values) // 2]:.1f}")

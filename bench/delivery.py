@@ -10,7 +10,9 @@ Measures:
 Usage: .venv/bin/python bench/delivery.py [--sequential 300] [--agents 50]
        [--deliveries 500] [--senders 8] [--per-sender 250] [--streams 200]
        [--database-url postgresql://user@host:port/empty_db]
-Prints its figures and the machine conditions; it is not a test.
+       [--profile OUT.txt]   (py-spy on the gateway during phases 1-3)
+Prints its figures, each with its ratio to the same run's calibration
+(bench/calibrate.py), and the machine conditions; it is not a test.
 """
 
 from __future__ import annotations
@@ -18,9 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
-import sqlite3
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,9 +29,10 @@ from pathlib import Path
 
 import httpx
 
+from calibrate import calibrate, load, machine  # bench/: the script's folder is on sys.path
 from mailui4agents.client.sse import SSEParser
 from mailui4agents.testing import GatewayProcess, clean_env
-from stats import pct, summary  # bench/stats.py: the script's own folder is on sys.path
+from stats import pct, summary
 
 ADMIN_PASSWORD = "bench-admin-password"
 
@@ -206,7 +208,9 @@ async def main() -> None:
     ap.add_argument(
         "--database-url", default=None, help="an EMPTY PostgreSQL database (default: SQLite)"
     )
+    ap.add_argument("--profile", help="write py-spy's top functions (phases 1-3) to this file")
     args = ap.parse_args()
+    print(machine(), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         gw = GatewayProcess(
@@ -218,34 +222,61 @@ async def main() -> None:
             ),
             extra_args=["--database-url", args.database_url] if args.database_url else [],
         )
-        gw.start(timeout=120)  # a loaded machine: PostgreSQL migrations take a while
+        gw.start(timeout=180)  # a loaded machine: imports and PostgreSQL migrations take a while
+        spy = None
         try:
             async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
                 ana, keys = await setup(http, max(args.agents, args.senders))
+                cal = await calibrate(http, ana)
+                if args.profile:
+                    spy = start_profile(gw, args.profile)
                 seq = await sequential(http, ana, args.sequential)
             lat = await delivery(gw.url, ana, keys[: args.agents], args.deliveries)
             count, elapsed = await throughput(gw.url, ana, args.senders, args.per_sender)
+            if spy is not None:
+                stop_profile(spy)
             none = await with_streams(gw.url, ana, keys[0], 0, args.sequential)
             many = await with_streams(gw.url, ana, keys[0], args.streams, args.sequential)
         finally:
+            if spy is not None and spy.poll() is None:
+                spy.kill()
             gw.stop()
 
-    print("machine:", platform.platform(), f"cpus={os.cpu_count()}",
-          f"python={sys.version.split()[0]}", f"sqlite={sqlite3.sqlite_version}")  # fmt: skip
-    print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
     if args.database_url:
         print("gateway: one `agentmail serve` subprocess, PostgreSQL at", args.database_url)
     else:
         print("gateway: one `agentmail serve` subprocess, SQLite (WAL) in a temp dir, loopback")
-    print(summary("sequential send latency", seq))
-    print(summary(f"send->SSE delivery latency, {args.agents} agents connected", lat))
+    print(*cal.lines(), sep="\n")
+    print(summary("sequential send latency", seq), "|", cal.vs_get(pct(seq, 50)), "(p50)")
+    print(
+        summary(f"send->SSE delivery latency, {args.agents} agents connected", lat),
+        "|", cal.vs_get(pct(lat, 50)), "(p50)",
+    )  # fmt: skip
+    rate = count / elapsed
     print(
         f"throughput, {args.senders} concurrent senders: {count} mails in {elapsed:.2f} s "
-        f"= {count / elapsed:.0f} mails/s"
+        f"= {rate:.0f} mails/s | {cal.rate(rate)}"
     )
     print(summary("send latency, no SSE stream open", none))
     print(summary(f"send latency, {args.streams} SSE streams of the recipient open", many))
     print(f"p50 ratio, {args.streams} streams / none: {pct(many, 50) / pct(none, 50):.2f}")
+    print(f"loadavg at the end: {load()}")
+
+
+def start_profile(gw: GatewayProcess, out: str) -> subprocess.Popen[bytes]:
+    """py-spy (a dev dependency) sampling the gateway until stop_profile()."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    assert gw.proc is not None
+    return subprocess.Popen(
+        [exe, "record", "--pid", str(gw.proc.pid), "--format", "raw", "--output", out,
+         "--rate", "200", "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def stop_profile(spy: subprocess.Popen[bytes]) -> None:
+    spy.send_signal(2)  # SIGINT: py-spy writes its output and exits
+    spy.wait(60)
 
 
 if __name__ == "__main__":

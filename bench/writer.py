@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
+from calibrate import calibrate, load, machine  # bench/: the script's folder is on sys.path
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
-from stats import summary  # bench/stats.py: the script's own folder is on sys.path
+from stats import pct, summary
 
 ADMIN_PASSWORD = "bench-admin-password"
 USER_PASSWORD = "bench-user-password"
@@ -96,8 +95,10 @@ async def run(n: int, senders: int, url: str) -> None:
     limits = httpx.Limits(max_connections=senders + 4)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
         tokens, wide, session_id = await setup(http, senders)
-        print(summary("permission request, writer idle", await requests(
-            http, tokens["claude"], session_id, n, "idle")))  # fmt: skip
+        cal = await calibrate(http, tokens["ana"])
+        print(*cal.lines(), sep="\n")
+        idle = await requests(http, tokens["claude"], session_id, n, "idle")
+        print(summary("permission request, writer idle", idle), "|", cal.vs_get(pct(idle, 50)))
         stop, sends = asyncio.Event(), list[float]()
         tasks = [
             asyncio.create_task(send_wide(http, tokens[f"sender{i}"], wide, stop, sends))
@@ -107,9 +108,12 @@ async def run(n: int, senders: int, url: str) -> None:
         stop.set()
         await asyncio.gather(*tasks)
         print(
-            summary(f"permission request, {senders} senders of {RECIPIENTS}-recipient mails", busy)
-        )
-        print(summary(f"{RECIPIENTS}-recipient send (concurrently)", sends))
+            summary(f"permission request, {senders} senders of {RECIPIENTS}-recipient mails", busy),
+            "|", cal.vs_get(pct(busy, 50)),
+        )  # fmt: skip
+        print(summary(f"{RECIPIENTS}-recipient send (concurrently)", sends), "|",
+              f"{pct(sends, 50) * cal.commit_rate / 1000:.1f} x one raw commit")  # fmt: skip
+        print(f"loadavg at the end: {load()}")
 
 
 def main() -> None:
@@ -117,11 +121,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--senders", type=int, default=2)
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cpus, load {os.getloadavg()}")
+    print(machine(), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV)
         gw = GatewayProcess(data_dir=Path(tmp) / "data", env=env)
-        gw.start()
+        gw.start(timeout=180)  # a loaded machine takes long to import the gateway
         try:
             asyncio.run(run(args.requests, args.senders, gw.url))
         finally:

@@ -13,7 +13,9 @@ from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
 
 
-def gateway(request: Request) -> Gateway:
+async def gateway(request: Request) -> Gateway:
+    # async: FastAPI runs a plain `def` dependency in its thread pool, a thread
+    # hop on every request (seen in bench/delivery.py --profile).
     gw: Gateway = request.app.state.gateway
     return gw
 

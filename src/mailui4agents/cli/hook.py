@@ -10,15 +10,15 @@ Code run the tool.
 from __future__ import annotations
 
 import gc
-import os
 import sys
 
 import click
 
 from mailui4agents.hooks import PLATFORMS, Platform
-from mailui4agents.hooks.runner import answer_and_exit
+from mailui4agents.hooks.runner import BLOCKING_EXIT, emit
 
-BLOCKING_EXIT = 2
+# `agentmail hook NAME` itself skips click (mailui4agents/cli/entry.py); this
+# group serves `--help` and callers that invoke it through click.
 
 
 @click.group("hook")
@@ -35,10 +35,7 @@ def hook() -> None:
 
 def _run(platform: Platform) -> None:
     try:
-        text, status = answer_and_exit(platform, sys.stdin.buffer.read(), os.environ)
-        if text:
-            sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        status = emit(platform)
         # The platform waits for our exit, and tearing down every imported module
         # costs ~50 ms per tool call; frozen objects are skipped by that final sweep.
         gc.freeze()

@@ -9,6 +9,15 @@ Claude Code and Gemini treat as "go ahead".
 
 from __future__ import annotations
 
+import sys
+
+from mailui4agents.cli.fast_hook import hook_fast_path
+
+if __name__ == "__main__":
+    # `python -m mailui4agents.cli.main hook NAME` (the bridge's hook command):
+    # answered and exited before click is imported (mailui4agents/cli/fast_hook.py).
+    hook_fast_path(sys.argv[1:])
+
 import importlib
 
 import click

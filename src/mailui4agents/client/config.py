@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mailui4agents.client.config_file import config_file_path
+from mailui4agents.client.config_file import read_config_file as read_config_file
 from mailui4agents.private_files import private_dir
 
 DEFAULT_URL = "http://127.0.0.1:8025"
@@ -49,7 +51,13 @@ class ClientConfig:
     def load(cls, env: Mapping[str, str] | None = None, path: Path | None = None) -> ClientConfig:
         """Build a config from ``env`` (default ``os.environ``) and the config file."""
         environ = os.environ if env is None else env
-        stored = read_config_file(path if path is not None else config_path(environ))
+        return cls.from_stored(
+            environ, read_config_file(path if path is not None else config_path(environ))
+        )
+
+    @classmethod
+    def from_stored(cls, environ: Mapping[str, str], stored: Mapping[str, Any]) -> ClientConfig:
+        """Build a config from ``environ`` and the config file's already-read contents."""
         env_key = environ.get("AGENTMAIL_KEY") or None
         env_token = environ.get("AGENTMAIL_TOKEN") or None
         if env_key or env_token:
@@ -63,24 +71,7 @@ class ClientConfig:
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CONFIG_HOME/agentmail/config.json``, default ``~/.config/agentmail/config.json``."""
-    environ = os.environ if env is None else env
-    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "agentmail" / "config.json"
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """The stored settings, or ``{}`` when the file does not exist."""
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data
+    return Path(config_file_path(os.environ if env is None else env))
 
 
 def write_config_file(

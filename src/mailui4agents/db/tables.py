@@ -141,7 +141,10 @@ class RecipientRow(Base):
     __tablename__ = "mail_recipients"
     __table_args__ = (
         UniqueConstraint("mail_seq", "name"),
-        Index("ix_mail_recipients_name_read_at", "name", "read_at"),
+        # A reader's inbox, newest first, walks one of these in order (no sort):
+        # services/mail.inbox orders by mail_recipients.mail_seq (bench/scale.py).
+        Index("ix_mail_recipients_name_mail_seq", "name", "mail_seq"),
+        Index("ix_mail_recipients_name_read_at_mail_seq", "name", "read_at", "mail_seq"),
     )
     id: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
     mail_seq: Mapped[int] = mapped_column(ForeignKey("mails.seq", ondelete="CASCADE"))

@@ -41,21 +41,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-SHELL_TOOLS: frozenset[str] = frozenset({"Bash", "PowerShell", "run_shell_command"})
-
-# For each file-writing tool, the input keys that may hold its target path.
-# Claude Code's NotebookEdit calls it ``notebook_path``; ``file_path`` is kept
-# for older versions. Gemini's write_file/replace use ``file_path`` (older
-# releases: ``path``).
-FILE_TOOL_PATH_KEYS: Mapping[str, tuple[str, ...]] = {
-    "Write": ("file_path",),
-    "Edit": ("file_path",),
-    "MultiEdit": ("file_path",),
-    "NotebookEdit": ("file_path", "notebook_path"),
-    "write_file": ("file_path", "path"),
-    "replace": ("file_path", "path"),
-}
-FILE_TOOLS: frozenset[str] = frozenset(FILE_TOOL_PATH_KEYS)
+# Tool names live where the hook's fast path can import them without this
+# module's dataclasses (mailui4agents/domain/tool_names.py); re-exported here.
+from mailui4agents.domain.tool_names import FILE_TOOL_PATH_KEYS as FILE_TOOL_PATH_KEYS
+from mailui4agents.domain.tool_names import FILE_TOOLS as FILE_TOOLS
+from mailui4agents.domain.tool_names import SHELL_TOOLS as SHELL_TOOLS
 
 # Shell syntax that ends one command and starts another, or runs a command
 # inside this one, or redirects to a file. Checked as plain substrings.

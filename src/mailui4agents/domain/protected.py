@@ -23,8 +23,8 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 
-from mailui4agents.domain.grants import FILE_TOOL_PATH_KEYS, SHELL_TOOLS
 from mailui4agents.domain.policy import classify_tool
+from mailui4agents.domain.tool_names import FILE_TOOL_PATH_KEYS, SHELL_TOOLS
 
 # Names that are protected wherever they are, for the shell scan. They catch
 # the relative and ``~`` spellings the absolute paths miss (``cd; vi .ssh/x``)

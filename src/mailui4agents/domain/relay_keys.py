@@ -12,9 +12,6 @@ so a retried post of the same call produces the same key and is recognised.
 
 from __future__ import annotations
 
-import hashlib
-import uuid
-
 RELAY_KEY_MAX_BYTES = 160
 
 _HASH_MARK = ":sha256:"
@@ -53,6 +50,8 @@ def clamp_relay_key(key: str, max_bytes: int = RELAY_KEY_MAX_BYTES) -> str:
     # Cutting the bytes may split the last character; "ignore" drops only that
     # incomplete tail, because everything before it is valid UTF-8.
     prefix = readable[:budget].decode("utf-8", "ignore")
+    import hashlib  # here: most keys fit, and the hook's fast path never clamps
+
     return prefix + _HASH_MARK + hashlib.sha256(whole).hexdigest()
 
 
@@ -63,10 +62,16 @@ def hook_relay_key(platform: str, session: str, tool_use_id: str | None) -> str:
     call then asks again, which is the safe mistake (a shared key would make
     a second, different call ``duplicate_relay`` and deny it).
     """
-    return clamp_relay_key(f"hook:{platform}:{session}:{tool_use_id or uuid.uuid4()}")
+    if tool_use_id:
+        return clamp_relay_key(f"hook:{platform}:{session}:{tool_use_id}")
+    import uuid  # here, not at the top: the hook's read-only fast path never needs it
+
+    return clamp_relay_key(f"hook:{platform}:{session}:{uuid.uuid4()}")
 
 
 def ask_relay_key(session_id: str) -> str:
     """The MCP ``ask_human`` tool's key: unique per call, so asking the same
     question twice asks twice."""
+    import uuid
+
     return clamp_relay_key(f"mcp:ask:{session_id}:{uuid.uuid4()}")

@@ -14,14 +14,16 @@ For one tool call, in this order:
 
 Nothing here may crash: Claude Code treats a hook that exits 1 as "proceed",
 so :func:`decide` turns every unexpected error into a deny.
+
+Rules 2-4 (:func:`precheck`) need only the standard library: a read-only call
+is decided without importing anyio, asyncio or the HTTP client, which only
+load for rule 5 (tests/hooks/test_fast_path.py; bench/README.md has timings).
 """
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
-
-import anyio
 
 import mailui4agents
 from mailui4agents.domain.policy import classify_tool
@@ -47,6 +49,7 @@ __all__ = [
     "Verdict",
     "decide",
     "evaluate",
+    "precheck",
     "relay_key",
 ]
 
@@ -62,11 +65,9 @@ def protected_hit(call: ToolCall, settings: HookSettings) -> str | None:
     )
 
 
-async def evaluate(
-    call: ToolCall, settings: HookSettings, *, client: AsyncClient | None = None
-) -> HookDecision:
-    """Decide one tool call (the module docstring gives the order of the rules)."""
-    deadline = anyio.current_time() + settings.timeout_s
+def precheck(call: ToolCall, settings: HookSettings) -> HookDecision | None:
+    """Rules 2-4 of the module docstring, without I/O: the decision, or None when
+    a human must be asked (rule 5)."""
     hit = protected_hit(call, settings)
     if hit is not None:
         return deny(
@@ -83,15 +84,36 @@ async def evaluate(
         )
     if not settings.client.is_agent:
         return deny("the hook needs an agent key in AGENTMAIL_KEY to ask the gateway")
-    # Imported here, not at the top: calls decided above never load the client.
+    return None
+
+
+async def evaluate(
+    call: ToolCall, settings: HookSettings, *, client: AsyncClient | None = None
+) -> HookDecision:
+    """Decide one tool call (the module docstring gives the order of the rules)."""
+    decided = precheck(call, settings)
+    if decided is not None:
+        return decided
+    # Imported here, not at the top: calls that precheck decides never load them.
+    # The wait's deadline starts once they are loaded (seconds on a loaded
+    # machine), so a short AGENTMAIL_HOOK_TIMEOUT is not spent on imports.
+    import anyio
+
     from mailui4agents.hooks.gateway import ask_gateway
 
+    deadline = anyio.current_time() + settings.timeout_s
     return await ask_gateway(call, settings, client, deadline)
 
 
 def decide(call: ToolCall, settings: HookSettings) -> HookDecision:
-    """Run :func:`evaluate` in a fresh event loop; any unexpected error denies."""
+    """Decide one call: :func:`precheck` first, then :func:`evaluate` in a fresh
+    event loop only when a human must be asked. Any unexpected error denies."""
     try:
+        decided = precheck(call, settings)
+        if decided is not None:
+            return decided
+        import anyio
+
         return anyio.run(evaluate, call, settings)
     except Exception as exc:  # never crash: exit 1 means "proceed" to Claude Code
         return deny(f"the agentmail hook failed ({type(exc).__name__}: {exc}); denied to be safe")

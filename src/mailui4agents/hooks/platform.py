@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from mailui4agents.hooks.types import HookDecision, ToolCall
@@ -19,21 +18,39 @@ class HookInputError(ValueError):
     """The platform's stdin is not the JSON the hook expects."""
 
 
-@dataclass(frozen=True)
+def _always_zero(_decision: HookDecision) -> int:
+    return 0
+
+
 class Platform:
     """One agent platform: how to read its hook input and answer it.
 
     ``default_timeout_s`` is the hook's own wait deadline when
     AGENTMAIL_HOOK_TIMEOUT is not set: below the platform's hook timeout, since
     several platforms fail *open* when they kill a hook that is still waiting.
+    A plain class (not a dataclass): it is on the hook's fast path
+    (mailui4agents/hooks/types.py says why).
     """
 
-    name: str
-    default_timeout_s: float
-    parse: Callable[[str, Mapping[str, str]], ToolCall]
-    render: Callable[[HookDecision], str]
-    #: The exit status for a decision (platforms that read it, like the generic hook).
-    exit_code: Callable[[HookDecision], int] = lambda _decision: 0
+    __slots__ = ("default_timeout_s", "exit_code", "name", "parse", "render")
+
+    def __init__(
+        self,
+        name: str,
+        default_timeout_s: float,
+        parse: Callable[[str, Mapping[str, str]], ToolCall],
+        render: Callable[[HookDecision], str],
+        exit_code: Callable[[HookDecision], int] = _always_zero,
+    ) -> None:
+        self.name = name
+        self.default_timeout_s = default_timeout_s
+        self.parse = parse
+        self.render = render
+        #: The exit status for a decision (platforms that read it, like the generic hook).
+        self.exit_code = exit_code
+
+    def __repr__(self) -> str:
+        return f"Platform({self.name!r})"
 
 
 def load_object(text: str) -> dict[str, Any]:

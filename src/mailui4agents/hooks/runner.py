@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
+from typing import NoReturn
 
 from mailui4agents.hooks.core import decide
 from mailui4agents.hooks.platform import HookInputError, Platform
@@ -31,3 +34,36 @@ def decision_for(platform: Platform, stdin: bytes, env: Mapping[str, str]) -> Ho
     except (OSError, ValueError) as exc:  # an unreadable agentmail config file
         return deny(f"the agentmail hook could not load its settings: {exc}")
     return decide(call, settings)
+
+
+BLOCKING_EXIT = 2  # printing failed: block the tool with the exit code (cli/hook.py)
+
+
+def emit(platform: Platform) -> int:
+    """Read stdin, print the platform's answer, flush: the exit status to use.
+    Raises only if reading or printing fails (the caller blocks)."""
+    text, status = answer_and_exit(platform, sys.stdin.buffer.read(), os.environ)
+    if text:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    return status
+
+
+def run_and_exit(name: str) -> NoReturn:
+    """`agentmail hook NAME` (mailui4agents/cli/entry.py): answer and exit at once.
+
+    `os._exit` after the flush: the platform waits for our exit, and tearing
+    down the interpreter's modules costs more than the decision itself. Any
+    failure, even a bad platform name, exits BLOCKING_EXIT, never 1.
+    """
+    try:
+        from mailui4agents.hooks import PLATFORMS
+
+        status = emit(PLATFORMS[name])
+    except BaseException as exc:
+        try:
+            sys.stderr.write(f"agentmail hook {name} failed: {exc!r}; blocking\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(BLOCKING_EXIT)
+    os._exit(status)

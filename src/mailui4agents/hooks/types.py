@@ -1,15 +1,21 @@
-"""The hook's data: a tool call in, a decision out, and the settings from env."""
+"""The hook's data: a tool call in, a decision out, and the settings from env.
+
+Plain slotted classes, not dataclasses: this module is on the hook's read-only
+fast path (mailui4agents/hooks/core.py), where importing ``dataclasses`` (and
+``inspect`` with it) and ``pathlib`` cost more than the decision itself.
+"""
 
 from __future__ import annotations
 
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from mailui4agents.client.config import ClientConfig
+from mailui4agents.client.config_file import config_file_path, read_config_file
+
+if TYPE_CHECKING:
+    from mailui4agents.client.config import ClientConfig
 
 Verdict = Literal["allow", "deny", "ask"]
 
@@ -17,19 +23,60 @@ Verdict = Literal["allow", "deny", "ask"]
 MAX_TIMEOUT_S = 86400.0
 
 
-@dataclass(frozen=True)
-class HookDecision:
+class _Value:
+    """Equality, hash and repr over ``__slots__``, and no attribute assignment
+    after ``__init__`` (what ``@dataclass(frozen=True)`` gave)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _init(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+
+class HookDecision(_Value):
     """What the hook tells the platform, and why (shown to the model or user).
 
     ``ask`` means "the platform's own prompt decides"; it is only given where a
-    person sits at that prompt (an interactive session).
+    person sits at that prompt (an interactive session). ``note`` is a human's
+    note, so platforms can pass it on to the model; ``context`` is further text
+    for the model (mail that arrived while it waited), already in ``reason``.
     """
 
+    __slots__ = ("context", "note", "reason", "verdict")
     verdict: Verdict
     reason: str
-    note: str | None = None  # a human's note, so platforms can pass it on to the model
-    #: Further text for the model (mail that arrived while it waited), already in ``reason``.
-    context: str | None = None
+    note: str | None
+    context: str | None
+
+    def __init__(
+        self, verdict: Verdict, reason: str, note: str | None = None, context: str | None = None
+    ) -> None:
+        self._init(verdict=verdict, reason=reason, note=note, context=context)
+
+    def replace(self, *, reason: str, context: str | None = None) -> HookDecision:
+        """A copy with another reason (and context, when given)."""
+        return HookDecision(
+            self.verdict, reason, self.note, self.context if context is None else context
+        )
 
 
 def allow(reason: str, note: str | None = None) -> HookDecision:
@@ -44,19 +91,37 @@ def ask(reason: str) -> HookDecision:
     return HookDecision("ask", reason)
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call as a platform reports it."""
+class ToolCall(_Value):
+    """One tool call as a platform reports it (``session_id``: the platform's own)."""
 
+    __slots__ = ("cwd", "session_id", "tool_input", "tool_name", "tool_use_id")
     tool_name: str
     tool_input: dict[str, Any]
-    session_id: str | None  # the platform's own session id
+    session_id: str | None
     cwd: str
     tool_use_id: str | None
 
+    def __init__(
+        self,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        session_id: str | None,
+        cwd: str,
+        tool_use_id: str | None,
+    ) -> None:
+        self._init(
+            tool_name=tool_name,
+            tool_input=tool_input,
+            session_id=session_id,
+            cwd=cwd,
+            tool_use_id=tool_use_id,
+        )
 
-@dataclass(frozen=True)
-class HookSettings:
+    def __hash__(self) -> int:  # tool_input is a dict
+        return hash((self.tool_name, self.session_id, self.cwd, self.tool_use_id))
+
+
+class HookSettings(_Value):
     """Everything the flow reads from the environment, resolved once.
 
     - ``AGENTMAIL_HOOK_TIMEOUT``: seconds to wait for a human (else the platform's default)
@@ -64,8 +129,23 @@ class HookSettings:
     - ``AGENTMAIL_OWNER``: the human asked in an interactive terminal session
     - ``AGENTMAIL_DATA_DIR``: the gateway's data dir, protected (default ./agentmail-data)
     - ``AGENTMAIL_URL`` / ``AGENTMAIL_KEY`` / ``AGENTMAIL_AGENT``: see ClientConfig
+
+    The config file is read (and a broken one refused) in :meth:`from_env`;
+    ``client`` is built from it on first use, so a call decided without the
+    gateway never imports the client package.
     """
 
+    __slots__ = (
+        "_client",
+        "data_dir",
+        "env",
+        "home",
+        "mail_session_id",
+        "owner",
+        "platform",
+        "stored",
+        "timeout_s",
+    )
     platform: str
     timeout_s: float
     mail_session_id: str | None
@@ -73,7 +153,48 @@ class HookSettings:
     data_dir: str
     home: str
     env: Mapping[str, str]
-    client: ClientConfig
+    stored: Mapping[str, Any]  # the config file's contents
+    _client: ClientConfig | None
+
+    def __init__(
+        self,
+        *,
+        platform: str,
+        timeout_s: float,
+        mail_session_id: str | None,
+        owner: str | None,
+        data_dir: str,
+        home: str,
+        env: Mapping[str, str],
+        stored: Mapping[str, Any],
+        client: ClientConfig | None = None,
+    ) -> None:
+        self._init(
+            platform=platform,
+            timeout_s=timeout_s,
+            mail_session_id=mail_session_id,
+            owner=owner,
+            data_dir=data_dir,
+            home=home,
+            env=env,
+            stored=stored,
+            _client=client,
+        )
+
+    @property
+    def client(self) -> ClientConfig:
+        if self._client is None:
+            from mailui4agents.client.config import ClientConfig
+
+            object.__setattr__(self, "_client", ClientConfig.from_stored(self.env, self.stored))
+        assert self._client is not None
+        return self._client
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (*super()._fields()[:-1], self.client)
+
+    def __hash__(self) -> int:  # env and stored are mappings
+        return hash((self.platform, self.timeout_s, self.mail_session_id, self.data_dir))
 
     @property
     def mail_driven(self) -> bool:
@@ -84,7 +205,8 @@ class HookSettings:
     def from_env(
         cls, platform: str, default_timeout_s: float, call: ToolCall, env: Mapping[str, str]
     ) -> HookSettings:
-        home = env.get("HOME") or str(Path.home())
+        """Raises OSError or ValueError for an unreadable config file."""
+        home = env.get("HOME") or os.path.expanduser("~")
         # Relative to the tool call's cwd, as the gateway would resolve it there.
         data_dir = os.path.join(call.cwd, env.get("AGENTMAIL_DATA_DIR") or "agentmail-data")
         return cls(
@@ -95,7 +217,7 @@ class HookSettings:
             data_dir=os.path.normpath(data_dir),
             home=home,
             env=env,
-            client=ClientConfig.load(env),
+            stored=read_config_file(config_file_path(env)),
         )
 
 

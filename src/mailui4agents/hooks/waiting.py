@@ -10,8 +10,6 @@ bridge it is parked (hooks/parking.py).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from mailui4agents.client import AsyncClient, waiting
 from mailui4agents.client.waiting import FINAL_CHECK_S, is_own_decision
 from mailui4agents.hooks.outcomes import duplicate, from_decision, from_error
@@ -61,7 +59,7 @@ async def ask_human(
                 news = await parking.news()
     decision = _decision(result, timeout_s, mail_driven)
     if news:
-        decision = replace(decision, reason=f"{decision.reason}\n\n{news}", context=news)
+        decision = decision.replace(reason=f"{decision.reason}\n\n{news}", context=news)
     return decision
 
 
@@ -78,7 +76,7 @@ def _decision(result: waiting.Outcome, timeout_s: int, mail_driven: bool) -> Hoo
         # The gateway is gone at the deadline: say so, and in an interactive session
         # let the person at the terminal decide (a transient failure).
         fallback = from_error(result.failure, mail_driven=mail_driven)
-        return replace(fallback, reason=f"timed out after {timeout_s} s; {fallback.reason}")
+        return fallback.replace(reason=f"timed out after {timeout_s} s; {fallback.reason}")
     return deny(f"timed out: nobody decided within {timeout_s} s")
 
 

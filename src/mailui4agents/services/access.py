@@ -82,6 +82,33 @@ async def participants(s: AsyncSession, session_id: str) -> list[tuple[str, bool
     return sorted(seen.items())
 
 
+async def participants_of(
+    s: AsyncSession, session_ids: Iterable[str]
+) -> dict[str, list[tuple[str, bool]]]:
+    """:func:`participants` of many sessions in one query (session lists)."""
+    ids = sorted(set(session_ids))
+    senders = select(
+        MailRow.session_id.label("sid"),
+        MailRow.from_name.label("name"),
+        MailRow.from_human.label("human"),
+    ).where(MailRow.session_id.in_(ids))
+    recipients = (
+        select(
+            MailRow.session_id.label("sid"),
+            RecipientRow.name.label("name"),
+            RecipientRow.is_human.label("human"),
+        )
+        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+        .where(MailRow.session_id.in_(ids))
+    )
+    both = senders.union(recipients).subquery()
+    seen: dict[str, dict[str, bool]] = {sid: {} for sid in ids}
+    if ids:
+        for sid, name, human in await s.execute(select(both.c.sid, both.c.name, both.c.human)):
+            seen[sid].setdefault(name, bool(human))
+    return {sid: sorted(people.items()) for sid, people in seen.items()}
+
+
 async def is_member(s: AsyncSession, session_id: str, name: str) -> bool:
     """Does `name` take part in (or decide in) the session?"""
     return await s.scalar(sessions_of(name, session_id).limit(1)) is not None
@@ -95,6 +122,25 @@ async def deciders(s: AsyncSession, session_id: str) -> list[str]:
         .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
     )
     return [name for name, _ in rows.all()]
+
+
+async def deciders_of(s: AsyncSession, session_ids: Iterable[str]) -> dict[str, list[str]]:
+    """:func:`deciders` of many sessions in one query (session lists)."""
+    ids = sorted(set(session_ids))
+    out: dict[str, list[str]] = {sid: [] for sid in ids}
+    if ids:
+        rows = await s.execute(
+            select(SessionDeciderRow.session_id, SessionDeciderRow.name)
+            .where(SessionDeciderRow.session_id.in_(ids))
+            .order_by(
+                SessionDeciderRow.session_id,
+                SessionDeciderRow.role.desc(),
+                SessionDeciderRow.created_at,
+            )
+        )
+        for sid, name in rows:
+            out[sid].append(name)
+    return out
 
 
 async def add_owners(s: AsyncSession, session_id: str, names: Iterable[str], by: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
@@ -59,17 +59,18 @@ async def deliver(
     await s.flush()
     # Core inserts, one statement each: row by row, a mail to 100 recipients made
     # 200 round trips inside the one write transaction.
-    await s.execute(
-        insert(RecipientRow),
-        [
-            {"mail_seq": mail.seq, "name": n, "is_human": h, "role": role, "position": i}
-            for i, (n, h, role) in enumerate(recipients)
-        ],
-    )
-    rows = list(
+    # RETURNING gives the rows back in the same statement (no re-read). Not
+    # sort_by_parameter_order: on SQLite that falls back to one INSERT per row;
+    # the rows are put in order (position = insertion order) here instead.
+    rows = sorted(
         await s.scalars(
-            select(RecipientRow).where(RecipientRow.mail_seq == mail.seq).order_by(RecipientRow.id)
-        )
+            insert(RecipientRow).returning(RecipientRow),
+            [
+                {"mail_seq": mail.seq, "name": n, "is_human": h, "role": role, "position": i}
+                for i, (n, h, role) in enumerate(recipients)
+            ],
+        ),
+        key=lambda r: r.position,
     )
     attachments.link(s, mail.seq, files)
     session.last_mail_at = now

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import weakref
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, literal, or_, select, union_all, update
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import AgentKeyRow, AgentOwnerRow, AgentRow, UserRow, UserTokenRow
@@ -398,17 +400,40 @@ async def authenticate_until(
     return None
 
 
+# name -> "user" | "agent", per database engine. Names are never deleted nor
+# change kind (users and agents are only ever added), so a name once found keeps
+# its answer; a name not found is not remembered (it may be created later).
+_KNOWN_KINDS: weakref.WeakKeyDictionary[Engine | Connection, dict[str, str]] = (
+    weakref.WeakKeyDictionary()
+)
+KNOWN_KINDS_MAX = 100_000  # names remembered per engine before starting over
+
+
 async def kinds_of(s: AsyncSession, names: Iterable[str]) -> dict[str, str]:
-    """ "user" or "agent" for each of `names` that exists, in two queries whatever
-    their number (a mail to 100 recipients once made 200 lookups)."""
+    """ "user" or "agent" for each of `names` that exists: from memory for names
+    seen before, else in one query whatever their number (a mail to 100
+    recipients once made 200 lookups)."""
     wanted = sorted(set(names))
     if not wanted:
         return {}
-    kinds = {
-        n: "agent" for n in await s.scalars(select(AgentRow.name).where(AgentRow.name.in_(wanted)))
-    }
-    users = await s.scalars(select(UserRow.username).where(UserRow.username.in_(wanted)))
-    kinds.update({n: "user" for n in users})
+    known = _KNOWN_KINDS.setdefault(s.get_bind(), {})
+    kinds = {n: known[n] for n in wanted if n in known}
+    missing = [n for n in wanted if n not in kinds]
+    if missing:
+        rows = await s.execute(
+            union_all(
+                select(AgentRow.name, literal("agent")).where(AgentRow.name.in_(missing)),
+                select(UserRow.username, literal("user")).where(UserRow.username.in_(missing)),
+            )
+        )
+        found: dict[str, str] = {}
+        for name, kind in rows:
+            if kind == "user" or name not in found:  # as before: a user wins
+                found[name] = kind
+        if len(known) + len(found) > KNOWN_KINDS_MAX:
+            known.clear()
+        known.update(found)
+        kinds.update(found)
     return kinds
 
 

@@ -8,7 +8,9 @@ import it and none of them imports another to describe a session.
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from collections.abc import Sequence
+
+from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import MailRow, PermissionRow, RecipientRow, SessionRow
@@ -50,11 +52,50 @@ async def unread_count(s: AsyncSession, session_id: str, viewer: str) -> int:
 
 async def describe(s: AsyncSession, row: SessionRow, viewer: str) -> SessionOut:
     """SessionOut as `viewer` sees it (its unread count)."""
-    people = await access.participants(s, row.id)
-    unread = await unread_count(s, row.id, viewer)
-    pending = await pending_count(s, row.id)
-    deciders = await access.deciders(s, row.id)
-    return session_out(row, [n for n, _ in people], unread, pending, deciders)
+    return (await describe_many(s, [row], viewer))[0]
+
+
+async def describe_many(
+    s: AsyncSession, rows: Sequence[SessionRow], viewer: str
+) -> list[SessionOut]:
+    """:func:`describe` for each of `rows`, in four queries whatever their number
+    (one per row and kind made a page of 50 sessions cost 200)."""
+    if not rows:
+        return []
+    ids = [r.id for r in rows]
+    people = await access.participants_of(s, ids)
+    unread = await _counts(
+        s,
+        select(MailRow.session_id, func.count(RecipientRow.id))
+        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+        .where(
+            MailRow.session_id.in_(ids),
+            RecipientRow.name == viewer,
+            RecipientRow.read_at.is_(None),
+        )
+        .group_by(MailRow.session_id),
+    )
+    pending = await _counts(
+        s,
+        select(PermissionRow.session_id, func.count(PermissionRow.id))
+        .where(PermissionRow.session_id.in_(ids), PermissionRow.status == "pending")
+        .group_by(PermissionRow.session_id),
+    )
+    deciders = await access.deciders_of(s, ids)
+    return [
+        session_out(
+            r,
+            [n for n, _ in people[r.id]],
+            unread.get(r.id, 0),
+            pending.get(r.id, 0),
+            deciders[r.id],
+        )
+        for r in rows
+    ]
+
+
+async def _counts(s: AsyncSession, stmt: Select[str, int]) -> dict[str, int]:
+    return {sid: int(n) for sid, n in await s.execute(stmt)}
 
 
 async def audience(s: AsyncSession, session_id: str) -> list[str]:

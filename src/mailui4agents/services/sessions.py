@@ -23,7 +23,7 @@ from mailui4agents.domain.errors import (
 from mailui4agents.events import log
 from mailui4agents.services import access, identity, permissions
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.session_view import audience, describe, get_session
+from mailui4agents.services.session_view import audience, describe, describe_many, get_session
 from mailui4agents.settings import Settings
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import DeciderOut, SessionOut
@@ -355,7 +355,7 @@ async def list_sessions(
     rows = list((await s.scalars(stmt.limit(limit + 1))).all())
     more = len(rows) > limit
     rows = rows[:limit]
-    items = [await describe(s, r, who.name) for r in rows]
+    items = await describe_many(s, rows, who.name)
     next_cursor = f"{rows[-1].created_at.isoformat()}|{rows[-1].id}" if more and rows else None
     return items, next_cursor
 

@@ -1,0 +1,182 @@
+"""What one send costs the database: SQL statements per mail, counted with a
+SQLAlchemy event listener on both engines of an in-process gateway (not timed;
+the timings are in bench/delivery.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event
+
+from mailui4agents.app import create_app
+from mailui4agents.settings import Settings
+from tests.conftest import ADMIN_PASSWORD, Api
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class Statements:
+    """The statements run for the test's own requests, writer and reader apart:
+    only those of the task that last called clear(), so the gateway's
+    background work (scheduler sweeps, the hub's reads) is not counted.
+    httpx's ASGI transport runs the app in the calling task."""
+
+    writer: list[str] = field(default_factory=list)
+    reader: list[str] = field(default_factory=list)
+    task: asyncio.Task[Any] | None = None
+
+    def clear(self) -> None:
+        self.writer.clear()
+        self.reader.clear()
+        self.task = asyncio.current_task()
+
+    def ours(self) -> bool:
+        try:
+            return asyncio.current_task() is self.task
+        except RuntimeError:  # no running loop (a pool thread)
+            return False
+
+
+@dataclass
+class Served:
+    api: Api
+    statements: Statements
+
+
+@pytest.fixture
+async def served(settings: Settings) -> AsyncIterator[Served]:
+    app = create_app(settings)
+    statements = Statements()
+    async with app.router.lifespan_context(app):
+        db = app.state.gateway.db
+        listeners: list[tuple[Any, Any]] = []
+        for engine, out in ((db.writer, statements.writer), (db.reader, statements.reader)):
+
+            def record(_c: Any, _cur: Any, statement: str, *_: Any, out: list[str] = out) -> None:
+                if statements.ours():
+                    out.append(" ".join(statement.split()))
+
+            event.listen(engine.sync_engine, "before_cursor_execute", record)
+            listeners.append((engine.sync_engine, record))
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+                api = Api(http)
+                await api.login("admin", ADMIN_PASSWORD)
+                yield Served(api, statements)
+        finally:
+            for engine, fn in listeners:
+                event.remove(engine, "before_cursor_execute", fn)
+
+
+async def _send_counts(served: Served, recipients: int) -> tuple[list[str], list[str]]:
+    api = served.api
+    await api.user("ana")
+    names = [f"bot{i}" for i in range(recipients)]
+    for name in names:
+        await api.agent(name)
+    to = [f"{n}@/srv/shop" for n in names]
+    first = await api.send("ana", [f"{names[0]}@/srv/shop.new"], subject="first")
+    assert first.status_code == 201, first.text
+    warm = await api.send("ana", to, subject="warm", parent_mail_id=first.json()["id"])
+    assert warm.status_code == 201, warm.text
+    served.statements.clear()
+    r = await api.send("ana", to, subject="counted", parent_mail_id=warm.json()["id"])
+    assert r.status_code == 201, r.text
+    return list(served.statements.writer), list(served.statements.reader)
+
+
+def _queries(statements: list[str]) -> list[str]:
+    return [q for q in statements if not q.startswith(("BEGIN", "COMMIT", "ROLLBACK"))]
+
+
+@pytest.mark.parametrize("recipients", [1, 20])
+async def test_a_reply_costs_six_writes_and_one_read_whatever_the_recipients(
+    served: Served, recipients: int
+) -> None:
+    """Per send, on the writer: parent mail with its session (one join), the
+    sender's membership, the mail, its recipients (one INSERT … RETURNING),
+    the session's last_mail_at, its events (one INSERT). On a reader: the
+    token. Recipients' kinds come from memory once seen (names never change
+    kind: services/identity.kinds_of). It was 8 + 3 before."""
+    writer, reader = await _send_counts(served, recipients)
+    assert len(_queries(writer)) == 6, "\n".join(writer)
+    assert [q.split()[0] for q in _queries(writer)] == [
+        "SELECT", "SELECT", "INSERT", "INSERT", "UPDATE", "INSERT",
+    ]  # fmt: skip
+    assert len(_queries(reader)) == 1, "\n".join(reader)
+
+
+async def test_a_name_not_found_is_looked_up_again(served: Served) -> None:
+    """Only found names are remembered: a recipient refused as unknown can be
+    created and then mailed (negative control for the kinds cache)."""
+    api = served.api
+    await api.user("ana")
+    r = await api.send("ana", ["later@/srv/shop.new"])
+    assert r.status_code == 400 and r.json()["error"]["field"] == "to[0]", r.text
+    await api.agent("later")
+    r = await api.send("ana", ["later@/srv/shop.new"])
+    assert r.status_code == 201, r.text
+    # Once seen, a name is not looked up again.
+    served.statements.clear()
+    r = await api.send("ana", ["later@/srv/shop.new"])
+    assert r.status_code == 201, r.text
+    assert not any("FROM agents" in q for q in served.statements.reader)
+
+
+async def _list_sessions(served: Served, token: str) -> tuple[list[dict[str, Any]], int]:
+    served.statements.clear()
+    r = await served.api.http.get(
+        "/api/v1/sessions", params={"limit": 100}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert r.status_code == 200, r.text
+    return r.json()["items"], len(_queries(served.statements.reader))
+
+
+async def test_a_session_list_costs_the_same_queries_for_2_or_8_sessions(served: Served) -> None:
+    api = served.api
+    await api.user("ana")
+    key = await api.agent("bot")
+    counts = []
+    made: list[str] = []
+    for total in (2, 8):
+        while len(made) < total:
+            i = len(made)
+            r = await api.send("ana", [f"bot@/srv/w{i}.new"], subject=f"s{i}")
+            assert r.status_code == 201, r.text
+            made.append(r.json()["session_id"])
+            if i % 2:  # the agent answers in every other session: unread for ana
+                reply = await api.http.post(
+                    "/api/v1/agent/mail",
+                    json={"to": [f"ana@/srv/w{i}"], "subject": "re", "body": "b",
+                          "parent_mail_id": r.json()["id"]},
+                    headers={"Authorization": f"Bearer {key}"},
+                )  # fmt: skip
+                assert reply.status_code == 201, reply.text
+        perm = await api.http.post(
+            "/api/v1/agent/permissions",
+            json={"session_id": made[-1], "tool_name": "Bash",
+                  "tool_input": {"command": f"echo {total}"}, "relay_key": f"k{total}"},
+            headers={"Authorization": f"Bearer {key}"},
+        )  # fmt: skip
+        assert perm.status_code == 201, perm.text
+        items, queries = await _list_sessions(served, api.tokens["ana"])
+        counts.append(queries)
+        by_id = {item["id"]: item for item in items}
+        assert set(by_id) == set(made)
+        for i, sid in enumerate(made):
+            item = by_id[sid]
+            assert item["participants"] == ["ana", "bot"], item
+            pending = 1 if sid in (made[1], made[-1]) else 0
+            assert item["pending_permissions"] == pending, (i, item)
+            # The agent's answer and a request's own mail are unread for ana.
+            assert item["unread"] == i % 2 + pending, (i, item)
+            assert item["deciders"] == ["ana"], item
+    assert counts[0] == counts[1], counts  # not one more query per row
+    assert counts[1] <= 6, counts  # token, the page, four describe queries
