@@ -100,7 +100,8 @@ async def bad_key_fails_in_plain_words(human: Human, agent: Agent, cli: Cli) -> 
     sent = await human.send(address(agent), "hello", mode="full")
     reply = await human.wait_reply(sent["session_id"], sent["id"], TURN_S)
     assert reply["type"] == "failure", reply
-    assert "not logged in" in reply["body"] and "What to do: Log the agent CLI in again" in (
-        reply["body"]
+    assert (
+        "not logged in" in reply["body"]
+        and "What to do: Log the agent CLI in again" in (reply["body"])
     )
     return dict(reply)

@@ -16,7 +16,8 @@ from tests.bridge.harness import Agent, BridgeProcess, Human
 from tests.fakes.responses_server import ResponsesServer, bad_key
 from tests.fakes.scripted_http import answer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow]
+# A real-CLI turn takes 15-30 s on a loaded 2-core machine; two turns per test at most.
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
