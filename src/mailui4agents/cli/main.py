@@ -45,6 +45,7 @@ COMMANDS = {
     "bridge": "mailui4agents.cli.bridge:bridge",
     "schedule": "mailui4agents.cli.calendar:schedule",
     "calendar": "mailui4agents.cli.calendar:calendar",
+    "doctor": "mailui4agents.cli.doctor:doctor",
 }
 
 
