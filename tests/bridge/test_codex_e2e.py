@@ -14,7 +14,7 @@ from tests.bridge import real_cli
 from tests.bridge.agent_clis import REPO, require
 from tests.bridge.harness import Agent, BridgeProcess, Human
 from tests.fakes.responses_server import ResponsesServer, bad_key
-from tests.fakes.scripted_http import answer
+from tests.fakes.scripted_http import answer, shell_then_answer
 
 # A real-CLI turn takes 15-30 s on a loaded 2-core machine; two turns per test at most.
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -100,3 +100,55 @@ async def test_a_bad_key_comes_back_as_a_failure_mail(
     human: Human, agent: Agent, cli: real_cli.Cli
 ) -> None:
     await real_cli.bad_key_fails_in_plain_words(human, agent, cli)
+
+
+def test_what_install_hook_and_install_mcp_write_is_what_the_real_codex_runs(
+    codex_bin: Path, tmp_path: Path
+) -> None:
+    """A person's own Codex: `install-hook codex` writes hooks.json, which Codex
+    runs (here: in a mail-driven session without an agent key, so the hook
+    denies without asking anyone, and the model is told why); `install-mcp
+    codex` adds a server that `codex mcp list` shows enabled. Without the
+    hook file the same command runs (the negative control)."""
+    import os
+    import subprocess
+    import sys
+
+    home = REPO / ".cache" / "test-state" / f"codex-home-{tmp_path.name}"
+    home.mkdir(parents=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    try:
+        with ResponsesServer(shell_then_answer(real_cli.MARKER, "DONE")) as model:
+            (home / "config.toml").write_text(
+                'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
+                f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
+                'env_key = "FAKE_API_KEY"\n'
+            )
+            path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+            env = {"PATH": path, "HOME": str(tmp_path), "CODEX_HOME": str(home),
+                   "FAKE_API_KEY": "dummy", "AGENTMAIL_URL": "http://127.0.0.1:9"}  # fmt: skip
+            for command in (["install-hook", "codex"], ["install-mcp", "codex"]):
+                subprocess.run([sys.executable, "-m", "mailui4agents.cli.main", *command],
+                               check=True, capture_output=True, env=env)  # fmt: skip
+            listed = subprocess.run([str(codex_bin), "mcp", "list"], env=env, text=True,
+                                    capture_output=True, timeout=60)  # fmt: skip
+            assert "agentmail" in listed.stdout and "enabled" in listed.stdout
+
+            def turn() -> str:
+                done = subprocess.run(
+                    [str(codex_bin), "exec", "--json", "--skip-git-repo-check",
+                     "--dangerously-bypass-hook-trust", "-s", "workspace-write", "-"],
+                    input="create the marker", cwd=work, text=True, capture_output=True,
+                    timeout=120, env={**env, "AGENTMAIL_SESSION_ID": "a-mail-session"},
+                )  # fmt: skip
+                return done.stdout
+
+            out = turn()
+            assert not (work / "marker.txt").exists()
+            assert "the hook needs an agent key" in out
+            (home / "hooks.json").unlink()
+            turn()
+            assert (work / "marker.txt").exists()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -14,7 +14,7 @@ from tests.bridge import real_cli
 from tests.bridge.agent_clis import REPO, require
 from tests.bridge.harness import Agent, BridgeProcess, Human
 from tests.fakes.gemini_server import GeminiServer, bad_key
-from tests.fakes.scripted_http import answer
+from tests.fakes.scripted_http import answer, shell_then_answer
 
 # A real-CLI turn takes 15-30 s on a loaded 2-core machine; two turns per test at most.
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -95,3 +95,56 @@ async def test_a_bad_key_comes_back_as_a_failure_mail(
     human: Human, agent: Agent, cli: real_cli.Cli
 ) -> None:
     await real_cli.bad_key_fails_in_plain_words(human, agent, cli)
+
+
+def test_what_install_hook_and_install_mcp_write_is_what_the_real_gemini_runs(
+    gemini_bin: Path, tmp_path: Path
+) -> None:
+    """A person's own Gemini: `install-hook gemini` and `install-mcp gemini` merge
+    into ~/.gemini/settings.json (keeping the auth type already there); the real
+    CLI lists the server and runs the hook, which here denies without asking
+    anyone (a mail-driven session without an agent key). Without the hook the
+    same command runs (the negative control)."""
+    import os
+    import subprocess
+    import sys
+
+    from mailui4agents.bridge.runners.gemini import policy_toml
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".gemini").mkdir(parents=True)
+    work.mkdir()
+    settings = home / ".gemini" / "settings.json"
+    settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy_toml())
+    with GeminiServer(shell_then_answer(real_cli.MARKER, "DONE")) as model:
+        path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        env = {"PATH": path, "HOME": str(home), "GOOGLE_GEMINI_BASE_URL": model.url,
+               "GEMINI_API_KEY": "dummy", "GEMINI_CLI_NO_RELAUNCH": "true",
+               "AGENTMAIL_URL": "http://127.0.0.1:9"}  # fmt: skip
+        for command in (["install-hook", "gemini"], ["install-mcp", "gemini"]):
+            subprocess.run([sys.executable, "-m", "mailui4agents.cli.main", *command],
+                           check=True, capture_output=True, env=env)  # fmt: skip
+        assert json.loads(settings.read_text())["security"]["auth"]["selectedType"]
+        listed = subprocess.run([str(gemini_bin), "mcp", "list"], env=env, text=True, cwd=work,
+                                capture_output=True, timeout=120)  # fmt: skip
+        assert "agentmail" in listed.stdout + listed.stderr
+
+        def turn() -> str:
+            done = subprocess.run(
+                [str(gemini_bin), "-p", "create the marker", "--output-format", "stream-json",
+                 "--skip-trust", "--policy", str(policy), "-m", "gemini-fake"],
+                cwd=work, text=True, capture_output=True, timeout=120,
+                env={**env, "AGENTMAIL_SESSION_ID": "a-mail-session"},
+            )  # fmt: skip
+            return done.stdout
+
+        out = turn()
+        assert not (work / "marker.txt").exists()
+        assert "the hook needs an agent key" in out
+        data = json.loads(settings.read_text())
+        del data["hooks"]
+        settings.write_text(json.dumps(data))
+        turn()
+        assert (work / "marker.txt").exists()
