@@ -331,3 +331,11 @@ def test_runner_args_are_checked() -> None:
         make_runner("gemini", [], {"nope": "1"})
     with pytest.raises(ValueError, match="no command after --"):
         make_runner("codex", ["x"], {})
+
+
+def test_enforcement_is_claimed_only_where_it_was_checked() -> None:
+    codex, gemini = CodexRunner({}), GeminiRunner({})
+    assert [codex.enforcement(m) for m in ("plan", "workspace", "full")] == [
+        "native", "partial", "native"]  # fmt: skip
+    assert codex.mode_enforcement == "partial"  # what the heartbeat reports
+    assert gemini.mode_enforcement == "native"

@@ -216,12 +216,14 @@ class CodexRunner(Runner):
         self._version: str | None = None
 
     def enforcement(self, mode: Mode) -> Enforcement:
-        # plan: Codex's read-only sandbox (kernel: Landlock/seccomp, or bubblewrap)
-        # plus the hook, which denies there; workspace: every shell command and
-        # MCP call passes the hook and Codex honours its deny, and the
-        # workspace-write sandbox confines writes; full: nothing to enforce.
-        # All three checked end to end with 0.171.0 (tests/bridge/test_codex_e2e.py).
-        return "native"
+        """plan: ``native`` — Codex's read-only sandbox (kernel: Landlock/seccomp, or
+        bubblewrap) plus the hook, which denies there. workspace: ``partial`` —
+        every shell command passes the hook and Codex honours its deny, and the
+        workspace-write sandbox keeps writes in the workspace (both checked end to
+        end with 0.171.0), but file edits through ``apply_patch`` (offered to
+        OpenAI's own models, not to a custom one) were not seen to pass the hook
+        here: inside the workspace they may run unasked. full: nothing to block."""
+        return "partial" if mode == "workspace" else "native"
 
     def missing(self) -> str | None:
         if shutil.which(self.binary) is None:

@@ -154,10 +154,11 @@ class GeminiRunner(Runner):
 
     def enforcement(self, mode: Mode) -> Enforcement:
         # plan: Gemini's own plan mode (no shell or edit tool is offered) plus the
-        # hook; workspace: every shell and edit call passes the BeforeTool hook
-        # and Gemini honours its deny (checked end to end with 0.61.0). There is
-        # no sandbox under the hook, and a hook that Gemini kills on its timeout
-        # lets the tool run — ours answers before its timeout.
+        # hook; workspace: every call passes the BeforeTool hook and Gemini honours
+        # its deny — the shell end to end with 0.61.0 (tests/bridge/test_gemini_e2e.py),
+        # write_file by hand against the scripted server. There is no sandbox under
+        # the hook, and a hook that Gemini kills on its timeout lets the tool run —
+        # ours answers before its timeout.
         return "native"
 
     def missing(self) -> str | None:
