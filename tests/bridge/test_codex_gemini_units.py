@@ -115,6 +115,8 @@ def test_codex_stream_session_final_text_and_what_is_not_fatal(tmp_path: Path) -
     events = [e for line in lines for e in p.feed(json.dumps(line))]
     assert events == [SessionStarted(THREAD), MailSent("send_mail"), FinalText("DONE")]
     assert p.finish() == []  # no rollout: nothing denied
+    warning = {"type": "error", "message": "Model metadata for `fake-model` not found."}
+    assert p.feed(json.dumps(warning)) == []  # a warning even as a top-level error
 
 
 @pytest.mark.parametrize(
