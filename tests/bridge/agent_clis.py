@@ -16,6 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PINS = REPO / "agent-clis.txt"
 BINARIES = {"@anthropic-ai/claude-code": "claude"}
+BINARIES["@openai/codex"] = "codex"
+BINARIES["@google/gemini-cli"] = "gemini"
 
 
 def pinned(package: str) -> str:

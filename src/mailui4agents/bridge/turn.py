@@ -29,6 +29,7 @@ from mailui4agents.bridge.pool import Slot
 from mailui4agents.bridge.process import ProcessResult, run_process
 from mailui4agents.bridge.prompt import Attachment, PromptInput, PromptMail, Situation, build_prompt
 from mailui4agents.bridge.runners.base import (
+    Denied,
     FinalText,
     MailSent,
     Runner,
@@ -349,6 +350,10 @@ class TurnHandler:
                 await self._fail(mail, failure)
                 return False
             return await self._retry_later(job, f"{failure.kind}: {failure.detail}")
+        denied = [e for e in result.events if isinstance(e, Denied)]
+        if denied:  # read from the stream: the CLI's exit code is 0 all the same
+            logger.info("mail %s: denied by the hook: %d call(s) (%s)", job.mail_id, len(denied),
+                        "; ".join(f"{d.tool}: {d.reason[:80]}" for d in denied))  # fmt: skip
         text = final_text(result.events)
         sent = bool(sent_ids) or any(isinstance(e, MailSent) for e in result.events)
         own = list(sent_ids)

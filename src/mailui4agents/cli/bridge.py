@@ -29,6 +29,15 @@ Runners:
   claude-code  Claude Code (`claude -p`): --permission-mode on every turn
                (plan → its own plan mode), a PreToolUse hook asking by mail,
                the agentmail MCP tools. --runner-arg bin=PATH, model=NAME.
+  codex        Codex (`codex exec --json`): the sandbox per mode on every turn
+               (plan → read-only, workspace → workspace-write, full →
+               danger-full-access), a PreToolUse hook asking by mail, its own
+               CODEX_HOME in the state dir. --runner-arg bin=, model=,
+               config=FILE (provider), home=DIR (a shared CODEX_HOME).
+  gemini       Gemini CLI (`gemini -p --output-format stream-json`): plan →
+               --approval-mode plan; workspace/full → a policy exposing the
+               shell and a BeforeTool hook asking by mail. --runner-arg bin=,
+               model= (default gemini-2.5-pro), home=, auth=.
   command      Any headless agent: `--runner command -- CMD ARGS...`. The
                prompt goes to stdin; stdout is plain text (the answer) or JSON
                lines {"type":"session"|"text"|"error",...}; exit 0 = done.
@@ -80,7 +89,7 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
     "--runner",
     "kind",
     required=True,
-    type=click.Choice(["claude-code", "command"]),
+    type=click.Choice(["claude-code", "command", "codex", "gemini"]),
     help="Which agent CLI runs the turns.",
 )
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64))

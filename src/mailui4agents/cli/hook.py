@@ -92,3 +92,14 @@ hook.add_command(
         "set (the bridge sets it for every mail-driven turn).",
     )
 )
+hook.add_command(
+    _command(
+        PLATFORMS["codex"],
+        "Codex PreToolUse hook: a deny in Claude's shape, {} otherwise (Codex runs the "
+        "tool under its own sandbox). Codex runs it only with --dangerously-bypass-hook-trust "
+        "or once a person trusted it in the TUI.",
+        "In $CODEX_HOME/config.toml (timeout in seconds; `agentmail install-hook codex`):\n"
+        '[[hooks.PreToolUse]]\nmatcher = "*"\n[[hooks.PreToolUse.hooks]]\ntype = "command"\n'
+        'command = "agentmail hook codex || { echo blocked >&2; exit 2; }"\ntimeout = 600',
+    )
+)

@@ -1,4 +1,4 @@
-"""``agentmail install-hook claude-code | gemini``: register the approval hook.
+"""``agentmail install-hook claude-code | codex | gemini``: register the approval hook.
 
 Writes the platform's settings file so that every guarded tool call runs
 ``agentmail hook <platform>`` first (docs/behaviour.md#hooks):
@@ -6,6 +6,8 @@ Writes the platform's settings file so that every guarded tool call runs
 - Claude Code: ``.claude/settings.json``, ``hooks.PreToolUse``; handler
   ``timeout`` in **seconds** (default 600, Claude Code's own default), plus
   ``"disableAllHooks": false``.
+- Codex: ``hooks.json`` in ``$CODEX_HOME`` (default ``~/.codex``) or ``DIR/.codex``,
+  ``hooks.PreToolUse`` (Claude's shape); ``timeout`` in seconds (default 600).
 - Gemini CLI: ``.gemini/settings.json``, ``hooks.BeforeTool``; handler
   ``timeout`` in **milliseconds** (default 60000, Gemini's own default).
   ``--timeout`` is always given in seconds and converted.
@@ -67,6 +69,9 @@ class Platform:
     default_timeout_s: int
     timeout_factor: int  # settings value = seconds * factor
     handler_name: str | None = None  # Gemini names its hooks (for hooksConfig.disabled)
+    file: str = "settings.json"  # in ``directory``
+    #: Appended to the command so that a hook that cannot even start still blocks.
+    fail_closed: str = " || exit 2"
 
     def handler(self, command: str, timeout_s: int) -> dict[str, Any]:
         entry: dict[str, Any] = {}
@@ -95,7 +100,21 @@ GEMINI = Platform(
     timeout_factor=1000,
     handler_name="agentmail",
 )
-PLATFORMS = {platform.name: platform for platform in (CLAUDE_CODE, GEMINI)}
+#: Codex reads hooks from ``hooks.json`` (Claude's JSON shape) in ``$CODEX_HOME`` or a
+#: project's ``.codex/``, and runs them only once trusted (``/hooks`` in the TUI) or with
+#: ``--dangerously-bypass-hook-trust``. Exit 2 blocks only with a reason on stderr
+#: (0.171.0: exit 2 with an empty stderr let the command run), hence the wrapper.
+CODEX = Platform(
+    name="codex",
+    directory=".codex",
+    event="PreToolUse",
+    matcher="*",
+    default_timeout_s=600,
+    timeout_factor=1,
+    file="hooks.json",
+    fail_closed=" || { echo 'the agentmail hook could not run: blocked to be safe' >&2; exit 2; }",
+)
+PLATFORMS = {platform.name: platform for platform in (CLAUDE_CODE, GEMINI, CODEX)}
 
 
 HOOK_TIMEOUT_VAR = "AGENTMAIL_HOOK_TIMEOUT"
@@ -164,7 +183,7 @@ def hook_command(platform: Platform, executable: str | None, timeout_s: int | No
         # Fail closed even if the hook cannot start (broken install, missing
         # interpreter): both platforms treat exit 1 or 127 as "go ahead", but
         # exit 2 as "block". A working hook exits 0 and this never fires.
-        command += FAIL_CLOSED
+        command += platform.fail_closed
     return command
 
 
@@ -329,8 +348,10 @@ def write_changes(path: Path, old: str | None, new: str, warnings: list[str]) ->
 
 
 def settings_path_for(platform: Platform, project: str | None) -> Path:
+    if project is None and platform is CODEX and os.environ.get("CODEX_HOME"):
+        return Path(os.environ["CODEX_HOME"]).expanduser().absolute() / platform.file
     base = Path(project).expanduser() if project is not None else Path.home()
-    return base.absolute() / platform.directory / "settings.json"
+    return base.absolute() / platform.directory / platform.file
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -349,13 +370,14 @@ def settings_path_for(platform: Platform, project: str | None) -> Path:
     type=click.IntRange(MIN_TIMEOUT_S, 86400),
     metavar="SECONDS",
     help="How long the platform lets the hook run, in seconds "
-    "(default: Claude Code 600, Gemini 60; written to Gemini's file in ms).",
+    "(default: Claude Code and Codex 600, Gemini 60; written to Gemini's file in ms).",
 )
 def install_hook(platform_name: str, project: str | None, timeout: int | None) -> None:
-    """Make PLATFORM (claude-code, gemini) ask agentmail before guarded tool use.
+    """Make PLATFORM (claude-code, codex, gemini) ask agentmail before guarded tool use.
 
-    Merges an `agentmail hook PLATFORM` entry into the platform's settings.json,
-    keeping everything else; running it again changes nothing.
+    Merges an `agentmail hook PLATFORM` entry into the platform's settings.json
+    (Codex: hooks.json in $CODEX_HOME or DIR/.codex), keeping everything else;
+    running it again changes nothing.
     """
     platform = PLATFORMS[platform_name]
     path = settings_path_for(platform, project)
@@ -373,6 +395,12 @@ def install_hook(platform_name: str, project: str | None, timeout: int | None) -
         unchanged=f"agentmail hook for {platform.name} already installed in {path}; no change.",
         done=f"Installed the agentmail hook for {platform.name} in {path}.",
     )
+    if platform is CODEX and result.changed:
+        click.echo(
+            "Codex runs a new hook only once it is trusted: open `codex`, type /hooks and "
+            "trust it (headless runs: --dangerously-bypass-hook-trust). Until then Codex "
+            "skips it without a word."
+        )
 
 
 def report(result: Result, executable: str | None, *, unchanged: str, done: str) -> None:

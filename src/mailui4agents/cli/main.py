@@ -55,6 +55,7 @@ COMMANDS = {
     "schedule": "mailui4agents.cli.calendar:schedule",
     "calendar": "mailui4agents.cli.calendar:calendar",
     "db": "mailui4agents.cli.db:db",
+    "doctor": "mailui4agents.cli.doctor:doctor",
 }
 
 

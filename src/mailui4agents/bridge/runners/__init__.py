@@ -5,7 +5,7 @@ from __future__ import annotations
 from mailui4agents.bridge.runners.base import Runner
 
 #: The --runner values this bridge knows.
-KINDS = ("claude-code", "command")
+KINDS = ("claude-code", "command", "codex", "gemini")
 
 
 def make_runner(kind: str, command: list[str], options: dict[str, str]) -> Runner:
@@ -20,4 +20,12 @@ def make_runner(kind: str, command: list[str], options: dict[str, str]) -> Runne
         from mailui4agents.bridge.runners.claude_code import ClaudeCodeRunner
 
         return ClaudeCodeRunner(options)
+    if kind == "codex":
+        from mailui4agents.bridge.runners.codex import CodexRunner
+
+        return CodexRunner(options)
+    if kind == "gemini":
+        from mailui4agents.bridge.runners.gemini import GeminiRunner
+
+        return GeminiRunner(options)
     raise ValueError(f"unknown runner {kind!r}; known: {', '.join(KINDS)}")
