@@ -15,7 +15,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = REPO / "agent-clis.txt"
-BINARIES = {"@anthropic-ai/claude-code": "claude"}
+BINARIES = {
+    "@anthropic-ai/claude-code": "claude",
+    "opencode-ai": "opencode",
+    "@mariozechner/pi-coding-agent": "pi",
+}
 
 
 def pinned(package: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import click
 
+from mailui4agents.bridge.runners import KINDS
 from mailui4agents.cli.common import describe, fail, load_config
 
 HELP = """Run an agent CLI for each mail the agent NAME receives.
@@ -80,7 +81,7 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
     "--runner",
     "kind",
     required=True,
-    type=click.Choice(["claude-code", "command"]),
+    type=click.Choice(list(KINDS)),
     help="Which agent CLI runs the turns.",
 )
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64))

@@ -9,13 +9,14 @@ module (``claude_code``, ``zcode``, ``gemini``, ``generic``) only parses and ren
 
 from __future__ import annotations
 
-from mailui4agents.hooks import claude_code, gemini, generic, zcode
+from mailui4agents.hooks import claude_code, gemini, generic, pi, zcode
 from mailui4agents.hooks.platform import Platform
 from mailui4agents.hooks.types import HookDecision, ToolCall
 
 #: Every supported platform by its command name.
 PLATFORMS: dict[str, Platform] = {
-    p.name: p for p in (claude_code.PLATFORM, zcode.PLATFORM, gemini.PLATFORM, generic.PLATFORM)
+    p.name: p
+    for p in (claude_code.PLATFORM, zcode.PLATFORM, gemini.PLATFORM, generic.PLATFORM, pi.PLATFORM)
 }
 
 __all__ = ["PLATFORMS", "HookDecision", "Platform", "ToolCall"]
