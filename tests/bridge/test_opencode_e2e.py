@@ -19,7 +19,7 @@ from tests.bridge.harness import Agent, BridgeProcess, Human
 from tests.conftest import ADMIN_PASSWORD
 from tests.fakes.openai_chat import ChatServer, answer, fail_with, shell_then_answer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(420)]
 
 MARKER = "echo hi > marker.txt"
 TURN_S = 180.0  # opencode is slow on 2 loaded cores
@@ -31,7 +31,7 @@ def model() -> Iterator[ChatServer]:
         yield server
 
 
-def opencode_home(root: Path, model: ChatServer) -> Path:
+def opencode_home(root: Path, model: ChatServer, **extra: object) -> Path:
     home = root / "home"
     (home / ".config" / "opencode").mkdir(parents=True)
     config = {
@@ -40,10 +40,16 @@ def opencode_home(root: Path, model: ChatServer) -> Path:
                               "options": {"baseURL": model.url, "apiKey": "dummy"},
                               "models": {"fake-model": {"name": "Fake", "tool_call": True}}}},
         "model": "fake/fake-model", "small_model": "fake/fake-model",
-        "autoupdate": False, "share": "disabled",
+        "autoupdate": False, "share": "disabled", **extra,
     }  # fmt: skip
     (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(config))
     return home
+
+
+def xdg_env(home: Path) -> dict[str, str]:
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_STATE_HOME": str(home / ".local/state"), "OPENCODE_DISABLE_MODELS_FETCH": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +69,7 @@ def served(
     agent = Agent("opencoder", key, root / "work", root / "state", root / "agent.log",
                   root / "fake-state", gateway.url)  # fmt: skip
     home = opencode_home(root, model)
-    xdg = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-           "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache"),
-           "XDG_STATE_HOME": str(home / ".local/state")}  # fmt: skip
+    xdg = xdg_env(home)
     bridge = agent.bridge("--runner-arg", f"bin={opencode_bin}",
                           "--runner-arg", f"data_dir={home / '.local/share'}",
                           runner="opencode", **xdg)  # fmt: skip

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-SHELL_TOOLS = ("bash", "shell", "run_shell_command", "execute")
+SHELL_TOOLS = ("bash", "Bash", "shell", "run_shell_command", "execute")
 
 
 @dataclass
