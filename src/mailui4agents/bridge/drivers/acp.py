@@ -39,6 +39,7 @@ from anyio.abc import ByteReceiveStream, Process
 
 from mailui4agents.bridge.drivers.gate import decide
 from mailui4agents.bridge.drivers.protocol import emit
+from mailui4agents.hooks.types import deny
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,9 @@ class Agent:
         self.session_id = ""
         self.denials: list[tuple[str, str, str | None]] = []  # tool, reason, note
         self.tasks: Any = None
+        #: While the model is told a human's note: refuse further asks without asking
+        #: (the human just said no; a second request nobody expects would hang the turn).
+        self.refuse_all = False
 
     async def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -136,15 +140,19 @@ class Agent:
         if tool.get("title"):
             tool_input.setdefault("title", tool["title"])
         name = str(tool.get("kind") or tool.get("title") or "tool")
-        decision = await decide(
-            self.platform, name, tool_input, session_id=self.session_id or None, cwd=self.cwd,
-            tool_use_id=str(tool.get("toolCallId") or "") or None,
-        )  # fmt: skip
+        if self.refuse_all:
+            decision = deny("not asked again: a human has just denied a tool call in this turn")
+        else:
+            decision = await decide(
+                self.platform, name, tool_input, session_id=self.session_id or None,
+                cwd=self.cwd, tool_use_id=str(tool.get("toolCallId") or "") or None,
+            )  # fmt: skip
         wanted = ("allow_once",) if decision.verdict == "allow" else ("reject_once", "reject_always")
         chosen = next((o for o in options if o.get("kind") in wanted), None)
         if decision.verdict != "allow":
             emit("denied", tool=name, reason=decision.reason)
-            self.denials.append((name, decision.reason, decision.note))
+            if not self.refuse_all:
+                self.denials.append((name, decision.reason, decision.note))
         if chosen is None:
             outcome: dict[str, Any] = {"outcome": "cancelled"}
         else:
@@ -201,14 +209,15 @@ async def turn(agent: Agent, prompt: str, resume: str | None, mode: str) -> str:
     notes = [(tool, reason) for tool, reason, note in agent.denials if note]
     if notes:
         agent.text = []
+        agent.refuse_all = True
         told = "\n".join(f"- {tool}: {reason}" for tool, reason in notes)
         await agent.call(
             "session/prompt",
             {"sessionId": agent.session_id, "prompt": [{"type": "text", "text":
              f"A human denied your tool call(s) and left a note:\n{told}\n"
-             "Take the note into account and answer."}]},
+             "Take the note into account and answer; do not retry the denied call."}]},
         )  # fmt: skip
-        answer = "".join(agent.text)
+        answer = "".join(agent.text) or answer
     stop = (result or {}).get("stopReason")
     if stop not in (None, "end_turn", "max_turn_requests", "max_tokens"):
         raise TurnFailed(f"the agent stopped the turn: {stop}; {answer}".strip())
