@@ -9,13 +9,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 
 from mailui4agents.testing import GatewayProcess
 from tests.bridge.agent_clis import require
-from tests.bridge.harness import Agent, BridgeProcess, Human
+from tests.bridge.harness import Agent, Human
 from tests.conftest import ADMIN_PASSWORD
 from tests.fakes.openai_chat import ChatServer, answer, fail_with, shell_then_answer
 
@@ -47,9 +46,14 @@ def opencode_home(root: Path, model: ChatServer, **extra: object) -> Path:
 
 
 def xdg_env(home: Path) -> dict[str, str]:
-    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-            "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "XDG_STATE_HOME": str(home / ".local/state"), "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +165,6 @@ async def test_opencode_sessions_are_reported_for_adoption(served: Agent) -> Non
     from mailui4agents.bridge.runners.opencode import recent_sessions
 
     db = served.workspace.parent / "home" / ".local/share" / "opencode" / "opencode.db"
-    with anyio.fail_after(5):
-        found = recent_sessions(db)
+    found = recent_sessions(db)
     assert found and all(s["platform_id"].startswith("ses_") for s in found)
     assert str(served.workspace.parent / "approve") in {s["cwd"] for s in found}

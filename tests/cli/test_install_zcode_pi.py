@@ -46,8 +46,8 @@ def test_zcode_hook_goes_into_hooks_events_keeping_the_rest_and_a_rerun_changes_
     assert config["model"] == "glm"
     groups = config["hooks"]["events"]["PreToolUse"]
     assert groups[0] == other
-    assert groups[1]["hooks"] == [{"type": "command", "timeout": 60,
-                                   "command": "'/opt/agent mail/bin/agentmail' hook zcode || exit 2"}]  # fmt: skip
+    command = "'/opt/agent mail/bin/agentmail' hook zcode || exit 2"
+    assert groups[1]["hooks"] == [{"type": "command", "timeout": 60, "command": command}]
     assert hook_installed(path)  # what the zcode runner checks before every turn
     before = path.read_bytes()
     again = invoke("install-hook", "zcode")

@@ -60,8 +60,12 @@ def gate(home: Path, session: dict[str, Any], mode: str, command: str) -> tuple[
         stdin = {"hook_event_name": "PreToolUse", "tool_name": "Bash",
                  "tool_input": {"command": command}, "session_id": session["id"],
                  "permission_mode": mode, "cwd": os.getcwd()}  # fmt: skip
-        env = {**os.environ, "ZCODE_SESSION_ID": session["id"],
-               "ZCODE_PLUGIN_ROOT": str(home / ".zcode"), "ZCODE_PLUGIN_DATA": str(home)}
+        env = {
+            **os.environ,
+            "ZCODE_SESSION_ID": session["id"],
+            "ZCODE_PLUGIN_ROOT": str(home / ".zcode"),
+            "ZCODE_PLUGIN_DATA": str(home),
+        }
         try:
             done = subprocess.run(handler["command"], shell=True, input=json.dumps(stdin),
                                   capture_output=True, text=True, env=env,

@@ -269,10 +269,23 @@ def _chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     chunks = [chunk({"role": "assistant", "content": ""})]
     if reply.tool is not None:
         name, arguments = reply.tool
-        chunks.append(chunk({"tool_calls": [{"index": 0, "id": _call_id(), "type": "function",
-                                             "function": {"name": name, "arguments": ""}}]}))
-        chunks.append(chunk({"tool_calls": [{"index": 0,
-                                             "function": {"arguments": json.dumps(arguments)}}]}))
+        chunks.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": _call_id(),
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        chunks.append(
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(arguments)}}]})
+        )
         chunks.append(chunk({}, "tool_calls"))
     else:
         chunks.append(chunk({"content": reply.text or ""}))

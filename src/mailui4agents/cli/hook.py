@@ -98,7 +98,7 @@ hook.add_command(
 hook.add_command(
     _command(
         PLATFORMS["pi"],
-        'pi tool gate: stdin {tool_name, tool_input, tool_use_id?, session_id?, cwd?}, stdout '
+        "pi tool gate: stdin {tool_name, tool_input, tool_use_id?, session_id?, cwd?}, stdout "
         '{"decision":"allow"|"deny"|"ask","reason":...}. Run by the agentmail extension for pi.',
         "Install the extension with `agentmail install-hook pi` (or let `agentmail bridge\n"
         "--runner pi` load it with -e); it blocks the tool unless this hook allows.",

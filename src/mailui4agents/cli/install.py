@@ -226,7 +226,9 @@ def merge(
             raise SettingsError(f'"{".".join(platform.hooks_path[:depth])}" is not a JSON object')
     groups = hooks.setdefault(platform.event, [])
     if not isinstance(groups, list):
-        raise SettingsError(f'"{".".join(platform.hooks_path)}.{platform.event}" is not a JSON array')
+        raise SettingsError(
+            f'"{".".join(platform.hooks_path)}.{platform.event}" is not a JSON array'
+        )
     wanted = {"matcher": platform.matcher, "hooks": [handler]}
     kept: list[Any] = []
     position: int | None = None
@@ -397,9 +399,7 @@ def install_pi(path: Path, text: str) -> Result:
 
 
 @click.command("install-hook")
-@click.argument(
-    "platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, PI]))
-)
+@click.argument("platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, PI])))
 @click.option(
     "--project",
     type=click.Path(file_okay=False, exists=True),

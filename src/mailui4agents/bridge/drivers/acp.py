@@ -113,14 +113,15 @@ class Agent:
                 waiting[0].set()
             return
         method = message["method"]
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        raw = message.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
         if method == "session/update":
             self.on_update(params)
         elif method == "session/request_permission" and "id" in message:
             self.tasks.start_soon(self.permission, message["id"], params)
         elif "id" in message:  # a request we do not serve (no fs/terminal offered)
-            await self.send({"id": message["id"],
-                             "error": {"code": -32601, "message": f"{method} not supported"}})  # fmt: skip
+            error = {"code": -32601, "message": f"{method} not supported"}
+            await self.send({"id": message["id"], "error": error})
 
     def on_update(self, params: dict[str, Any]) -> None:
         update = params.get("update") if isinstance(params.get("update"), dict) else {}
@@ -147,7 +148,9 @@ class Agent:
                 self.platform, name, tool_input, session_id=self.session_id or None,
                 cwd=self.cwd, tool_use_id=str(tool.get("toolCallId") or "") or None,
             )  # fmt: skip
-        wanted = ("allow_once",) if decision.verdict == "allow" else ("reject_once", "reject_always")
+        wanted = (
+            ("allow_once",) if decision.verdict == "allow" else ("reject_once", "reject_always")
+        )
         chosen = next((o for o in options if o.get("kind") in wanted), None)
         if decision.verdict != "allow":
             emit("denied", tool=name, reason=decision.reason)

@@ -61,7 +61,9 @@ class Turn:
     async def events(self) -> None:
         async with self.client.stream("GET", "/event", timeout=None) as response:
             if response.status_code != 200:
-                raise TurnFailed(f"opencode serve refused the event stream ({response.status_code})")
+                raise TurnFailed(
+                    f"opencode serve refused the event stream ({response.status_code})"
+                )
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):
                     continue

@@ -29,7 +29,9 @@ class AcpRunner(Runner):
 
     def __init__(self, argv: list[str], options: dict[str, str] | None = None) -> None:
         if not argv:
-            raise ValueError("the acp runner needs the agent's command after --, e.g. -- opencode acp")
+            raise ValueError(
+                "the acp runner needs the agent's command after --, e.g. -- opencode acp"
+            )
         options = dict(options or {})
         self.argv = list(argv)
         self.platform = options.pop("platform", "") or f"acp:{os.path.basename(argv[0])}"

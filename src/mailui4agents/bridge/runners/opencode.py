@@ -138,7 +138,9 @@ class OpencodeRunner(Runner):
         env = dict(os.environ)
         env["OPENCODE_SERVER_PASSWORD"] = self.password
         env.setdefault("OPENCODE_DISABLE_MODELS_FETCH", "1")
-        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(_merged_config(env.get("OPENCODE_CONFIG_CONTENT")))
+        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(
+            _merged_config(env.get("OPENCODE_CONFIG_CONTENT"))
+        )
         for name in ("AGENTMAIL_KEY", "AGENTMAIL_TOKEN"):
             env.pop(name, None)  # the model's tools run in this server: no agentmail secrets
         home = Path(env.get("HOME") or Path.home())
@@ -196,7 +198,8 @@ class OpencodeRunner(Runner):
             return "opencode serve is not running (the bridge starts it at start-up)"
         if self.server.poll() is not None:
             tail = "\n".join(self._output[-5:])
-            return f"opencode serve exited with status {self.server.returncode}; restart the bridge\n{tail}"
+            status = self.server.returncode
+            return f"opencode serve exited with status {status}; restart the bridge\n{tail}"
         return None
 
     def version(self) -> str | None:

@@ -88,9 +88,12 @@ class PiParser(StreamParser):
             return [Denied(str(record.get("toolName")), _result_text(record.get("result")))]
         elif kind == "message_end":
             message = record.get("message")
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                if message.get("stopReason") == "error":
-                    self.error = str(message.get("errorMessage") or "the model call failed")
+            if (
+                isinstance(message, dict)
+                and message.get("role") == "assistant"
+                and message.get("stopReason") == "error"
+            ):
+                self.error = str(message.get("errorMessage") or "the model call failed")
         elif kind == "agent_end":
             return self._end(record.get("messages"))
         return []
