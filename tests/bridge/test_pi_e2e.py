@@ -123,6 +123,13 @@ async def test_a_second_mail_resumes_the_same_pi_session(
     files = list((agent.workspace.parent / "home" / ".pi" / "agent" / "sessions").glob(
         f"*/*_{pi_session}.jsonl"))  # fmt: skip
     assert len(files) == 1 and "which word?" in files[0].read_text()
+    # The heartbeat's platform sessions come from those files (for adoption).
+    from mailui4agents.bridge.runners.pi import PiRunner
+
+    home = agent.workspace.parent / "home"
+    [reported] = PiRunner({"home": str(home)}).recent_sessions([str(agent.workspace)])
+    assert reported["platform_id"] == pi_session and reported["cwd"] == str(agent.workspace)
+    assert "NEW TASK" in reported["title"]
 
 
 async def test_a_bad_key_mails_the_human_what_to_do(
