@@ -30,6 +30,16 @@ Runners:
   claude-code  Claude Code (`claude -p`): --permission-mode on every turn
                (plan → its own plan mode), a PreToolUse hook asking by mail,
                the agentmail MCP tools. --runner-arg bin=PATH, model=NAME.
+  opencode     opencode: one `opencode serve` per bridge, permission asks
+               answered by mail; modes = three opencode agents.
+               --runner-arg bin=, model=PROVIDER/MODEL, data_dir=.
+  pi           pi (`pi -p --mode json`), gated by the shipped extension
+               (`agentmail hook pi`). --runner-arg bin=, model=, home=.
+  zcode        ZCode from its documented contract (needs `agentmail
+               install-hook zcode`). --runner-arg bin=, model=, home=.
+  acp          Any Agent Client Protocol agent: `--runner acp -- CMD ARGS`,
+               permission requests answered by mail. --runner-arg
+               platform=, enforcement= (default partial).
   command      Any headless agent: `--runner command -- CMD ARGS...`. The
                prompt goes to stdin; stdout is plain text (the answer) or JSON
                lines {"type":"session"|"text"|"error",...}; exit 0 = done.
