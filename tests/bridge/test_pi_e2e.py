@@ -141,3 +141,51 @@ async def test_a_bad_key_mails_the_human_what_to_do(
     reply = await human.wait_reply(sent["session_id"], sent["id"])
     assert reply["type"] == "failure" and "not logged in" in reply["body"]
     assert "401" in reply["body"]
+
+
+def run_pi(pi_bin: Path, home: Path, work: Path, *args: str, **env: str) -> str:
+    """One headless pi turn outside the bridge; its JSON lines."""
+    import subprocess
+
+    done = subprocess.run(
+        [str(pi_bin), "-p", "--mode", "json", "--model", "fake/fake-model", *args],
+        input=b"create the marker", cwd=work, capture_output=True, timeout=180,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "PI_OFFLINE": "1", "PWD": str(work),
+             **env},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode()
+
+
+def test_the_gate_blocks_when_its_hook_cannot_start_or_answers_garbage(
+    pi_bin: Path, model: ChatServer, tmp_path: Path
+) -> None:
+    from mailui4agents.bridge.runners.pi import extension_path
+
+    (tmp_path / "work").mkdir()
+    home = pi_home(Agent("x", "", tmp_path / "work", tmp_path, tmp_path, tmp_path, ""), model)
+    gate = ["--no-extensions", "-e", str(extension_path())]
+    for hook, said in ((["/nonexistent/agentmail"], "cannot start"),
+                       (["/bin/echo", "allow"], "the hook failed")):  # fmt: skip
+        out = run_pi(pi_bin, home, tmp_path / "work", *gate, AGENTMAIL_PI_HOOK=json.dumps(hook))
+        assert not (tmp_path / "work" / "marker.txt").exists()
+        assert said in model.tool_results()[-1] and '"isError":true' in out
+
+
+def test_install_hook_pi_gates_a_person_s_own_pi(
+    pi_bin: Path, model: ChatServer, tmp_path: Path
+) -> None:
+    """The installed extension is found by pi itself (no -e); with no mail session
+    and no owner the hook says "ask", and headless pi has no prompt: blocked."""
+    import subprocess
+    import sys
+
+    (tmp_path / "work").mkdir()
+    home = pi_home(Agent("x", "", tmp_path / "work", tmp_path, tmp_path, tmp_path, ""), model)
+    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-m", "mailui4agents.cli.main", "install-hook", "pi"],
+                   env=env, check=True, capture_output=True)  # fmt: skip
+    assert (home / ".pi" / "agent" / "extensions" / "agentmail.ts").is_file()
+    run_pi(pi_bin, home, tmp_path / "work", PATH=env["PATH"])
+    assert not (tmp_path / "work" / "marker.txt").exists()
+    assert "the platform's own prompt decides" in model.tool_results()[-1]
