@@ -70,6 +70,7 @@ async def test_approve_runs_the_command_the_answer_comes_back_and_the_next_mail_
     last = model.chat_requests()[-1]["body"]["messages"]
     assert "create the marker" in json.dumps(last) and "and again" in last[-1]["content"]
     assert json.loads((agent.state_dir / "sessions.json").read_text()) == sessions
+    assert zcode_modes(agent, sent["session_id"]) == ["edit", "edit"]
 
 
 async def test_deny_with_a_note_the_model_is_told_the_note(
@@ -95,11 +96,20 @@ async def test_plan_asks_nobody_and_changes_nothing_full_runs_without_asking(
     await human.wait_reply(plan["session_id"], plan["id"])
     assert not (agent.workspace / "marker.txt").exists()
     assert await human.all_permissions(plan["session_id"]) == []
+    assert zcode_modes(agent, plan["session_id"]) == ["plan"]  # ZCode's own read-only mode
     full = await human.send(f"{agent.name}@{agent.workspace}.new", "create the marker",
                             mode="full")  # fmt: skip
     await human.wait_reply(full["session_id"], full["id"])
     assert (agent.workspace / "marker.txt").exists()
     assert await human.all_permissions(full["session_id"]) == []
+    assert zcode_modes(agent, full["session_id"]) == ["yolo"]
+
+
+def zcode_modes(agent: Agent, mail_session: str) -> list[str]:
+    """The --mode of each turn of the fake's session bound to ``mail_session``."""
+    platform_id = json.loads((agent.state_dir / "sessions.json").read_text())[mail_session]
+    path = agent.workspace.parent / "home" / ".zcode" / "cli" / "sessions" / f"{platform_id}.json"
+    return list(json.loads(path.read_text())["modes"])
 
 
 async def test_a_bad_key_mails_the_human_what_to_do(

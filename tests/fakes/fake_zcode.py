@@ -133,6 +133,7 @@ def main() -> int:
     else:
         session = {"id": f"sess_{secrets.token_hex(8)}", "cwd": os.getcwd(), "messages": []}
         path = store / f"{session['id']}.json"
+    session.setdefault("modes", []).append(args.mode)  # for tests: which --mode each turn had
     messages: list[dict[str, Any]] = session["messages"]
     messages.append({"role": "user", "content": args.prompt})
     url = os.environ["FAKE_ZCODE_MODEL_URL"]
