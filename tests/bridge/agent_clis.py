@@ -15,9 +15,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = REPO / "agent-clis.txt"
-BINARIES = {"@anthropic-ai/claude-code": "claude"}
-BINARIES["@openai/codex"] = "codex"
-BINARIES["@google/gemini-cli"] = "gemini"
+BINARIES = {
+    "@anthropic-ai/claude-code": "claude",
+    "opencode-ai": "opencode",
+    "@mariozechner/pi-coding-agent": "pi",
+    "@openai/codex": "codex",
+    "@google/gemini-cli": "gemini",
+}
 
 
 def pinned(package: str) -> str:

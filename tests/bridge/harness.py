@@ -119,7 +119,9 @@ class Agent:
             **extra,
         )
 
-    def bridge(self, *args: str, runner: str = "command", **env: str) -> BridgeProcess:
+    def bridge(
+        self, *args: str, runner: str = "command", start_timeout: float = 30.0, **env: str
+    ) -> BridgeProcess:
         """Start a bridge (the fake agent as the command, unless `args` has a `--`)."""
         base = ["--agent", self.name, "--runner", runner, "--state-dir", str(self.state_dir),
                 "--retry-delay", "0.2", "--log-level", "info"]  # fmt: skip
@@ -128,7 +130,7 @@ class Agent:
             extra += ["--", sys.executable, str(FAKE_AGENT)]
         process = BridgeProcess([*base, *extra], self.env(**env))
         self.bridges.append(process)
-        return process.start()
+        return process.start(start_timeout)
 
     def records(self) -> list[dict[str, Any]]:
         if not self.log_path.exists():

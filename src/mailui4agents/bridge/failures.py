@@ -31,7 +31,7 @@ PERMANENT: frozenset[Kind] = frozenset(
 )
 
 _AUTH = re.compile(
-    r"\b401\b|invalid[ _-]?api[ _-]?key|authentication[_ ]error|not logged in|/login|"
+    r"\b401\b|(?:invalid|incorrect)[ _-]?api[ _-]?key|authentication[_ ]error|not logged in|/login|"
     r"unauthori[sz]ed|invalid x-api-key|OAuth token",
     re.IGNORECASE,
 )

@@ -81,6 +81,7 @@ class Bridge:
         self._stop_leftovers()
         park = ParkServer()
         try:
+            await anyio.to_thread.run_sync(cfg.runner.open)
             async with AsyncClient(cfg.client) as client, anyio.create_task_group() as tasks:
                 handler = TurnHandler(
                     TurnSettings(
@@ -119,6 +120,8 @@ class Bridge:
                 logger.info("bridge ready: stream open, %d mail queued", pool.queued)
         finally:
             park.close()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(cfg.runner.close)
 
     def _stop_leftovers(self) -> None:
         for entry in self.ledger.unfinished():

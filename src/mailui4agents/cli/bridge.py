@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import click
 
+from mailui4agents.bridge.runners import KINDS
 from mailui4agents.cli.common import describe, fail, load_config
 
 HELP = """Run an agent CLI for each mail the agent NAME receives.
@@ -38,6 +39,16 @@ Runners:
                --approval-mode plan; workspace/full → a policy exposing the
                shell and a BeforeTool hook asking by mail. --runner-arg bin=,
                model= (default gemini-2.5-pro), home=, auth=.
+  opencode     opencode: one `opencode serve` per bridge, permission asks
+               answered by mail; modes = three opencode agents.
+               --runner-arg bin=, model=PROVIDER/MODEL, data_dir=.
+  pi           pi (`pi -p --mode json`), gated by the shipped extension
+               (`agentmail hook pi`). --runner-arg bin=, model=, home=.
+  zcode        ZCode from its documented contract (needs `agentmail
+               install-hook zcode`). --runner-arg bin=, model=, home=.
+  acp          Any Agent Client Protocol agent: `--runner acp -- CMD ARGS`,
+               permission requests answered by mail. --runner-arg
+               platform=, enforcement= (default partial).
   command      Any headless agent: `--runner command -- CMD ARGS...`. The
                prompt goes to stdin; stdout is plain text (the answer) or JSON
                lines {"type":"session"|"text"|"error",...}; exit 0 = done.
@@ -89,7 +100,7 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
     "--runner",
     "kind",
     required=True,
-    type=click.Choice(["claude-code", "command", "codex", "gemini"]),
+    type=click.Choice(list(KINDS)),
     help="Which agent CLI runs the turns.",
 )
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64))

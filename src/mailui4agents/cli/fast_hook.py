@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 #: `agentmail hook NAME` for these names takes the fast path; equal to
 #: mailui4agents.hooks.PLATFORMS (tests/hooks/test_fast_path.py checks it).
-HOOK_PLATFORMS = frozenset({"claude-code", "zcode", "gemini", "generic"})
+HOOK_PLATFORMS = frozenset({"claude-code", "codex", "zcode", "gemini", "generic", "pi"})
 
 BLOCKING_EXIT = 2  # blocks the tool in every supported platform (cli/hook.py)
 

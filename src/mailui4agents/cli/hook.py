@@ -103,3 +103,12 @@ hook.add_command(
         'command = "agentmail hook codex || { echo blocked >&2; exit 2; }"\ntimeout = 600',
     )
 )
+hook.add_command(
+    _command(
+        PLATFORMS["pi"],
+        "pi tool gate: stdin {tool_name, tool_input, tool_use_id?, session_id?, cwd?}, stdout "
+        '{"decision":"allow"|"deny"|"ask","reason":...}. Run by the agentmail extension for pi.',
+        "Install the extension with `agentmail install-hook pi` (or let `agentmail bridge\n"
+        "--runner pi` load it with -e); it blocks the tool unless this hook allows.",
+    )
+)

@@ -1,4 +1,4 @@
-"""``agentmail install-hook claude-code | codex | gemini``: register the approval hook.
+"""``agentmail install-hook claude-code | codex | gemini | zcode | pi``: register the approval hook.
 
 Writes the platform's settings file so that every guarded tool call runs
 ``agentmail hook <platform>`` first (docs/behaviour.md#hooks):
@@ -11,6 +11,12 @@ Writes the platform's settings file so that every guarded tool call runs
 - Gemini CLI: ``.gemini/settings.json``, ``hooks.BeforeTool``; handler
   ``timeout`` in **milliseconds** (default 60000, Gemini's own default).
   ``--timeout`` is always given in seconds and converted.
+
+- ZCode: ``~/.zcode/cli/config.json``, ``hooks.events.PreToolUse`` (user level
+  only), timeout in seconds (default 60) — from ZCode's contract, unverified.
+- pi: no hook setting exists; the gate extension the package ships is written to
+  ``~/.pi/agent/extensions/agentmail.ts`` (``--project``: ``.pi/extensions/``)
+  with this installation's ``agentmail`` path in it.
 
 Without ``--project`` the user-level file in the home directory is used.
 
@@ -69,7 +75,10 @@ class Platform:
     default_timeout_s: int
     timeout_factor: int  # settings value = seconds * factor
     handler_name: str | None = None  # Gemini names its hooks (for hooksConfig.disabled)
-    file: str = "settings.json"  # in ``directory``
+    file_name: str = "settings.json"
+    #: Where the event lists live: ``hooks`` (Claude Code, Gemini), ``hooks.events`` (ZCode).
+    hooks_path: tuple[str, ...] = ("hooks",)
+    user_level_only: bool = False
     #: Appended to the command so that a hook that cannot even start still blocks.
     fail_closed: str = " || exit 2"
 
@@ -111,10 +120,24 @@ CODEX = Platform(
     matcher="*",
     default_timeout_s=600,
     timeout_factor=1,
-    file="hooks.json",
+    file_name="hooks.json",
     fail_closed=" || { echo 'the agentmail hook could not run: blocked to be safe' >&2; exit 2; }",
 )
-PLATFORMS = {platform.name: platform for platform in (CLAUDE_CODE, GEMINI, CODEX)}
+# ZCode reads user hooks from ``hooks.events`` in ``~/.zcode/cli/config.json``; the
+# entry shape (matcher + command handlers, timeout in seconds) follows its documented
+# contract and is unverified against a real binary (docs/platforms.md, "ZCode").
+ZCODE = Platform(
+    name="zcode",
+    directory=".zcode/cli",
+    event="PreToolUse",
+    matcher="*",
+    default_timeout_s=60,
+    timeout_factor=1,
+    file_name="config.json",
+    hooks_path=("hooks", "events"),
+    user_level_only=True,
+)
+PLATFORMS = {platform.name: platform for platform in (CLAUDE_CODE, GEMINI, CODEX, ZCODE)}
 
 
 HOOK_TIMEOUT_VAR = "AGENTMAIL_HOOK_TIMEOUT"
@@ -214,12 +237,16 @@ def merge(
     """
     merged: dict[str, Any] = json.loads(json.dumps(settings))  # deep copy, JSON types only
     warnings: list[str] = []
-    hooks = merged.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SettingsError('"hooks" is not a JSON object')
+    hooks: Any = merged
+    for depth, key in enumerate(platform.hooks_path, 1):
+        hooks = hooks.setdefault(key, {})
+        if not isinstance(hooks, dict):
+            raise SettingsError(f'"{".".join(platform.hooks_path[:depth])}" is not a JSON object')
     groups = hooks.setdefault(platform.event, [])
     if not isinstance(groups, list):
-        raise SettingsError(f'"hooks.{platform.event}" is not a JSON array')
+        raise SettingsError(
+            f'"{".".join(platform.hooks_path)}.{platform.event}" is not a JSON array'
+        )
     wanted = {"matcher": platform.matcher, "hooks": [handler]}
     kept: list[Any] = []
     position: int | None = None
@@ -349,16 +376,50 @@ def write_changes(path: Path, old: str | None, new: str, warnings: list[str]) ->
 
 def settings_path_for(platform: Platform, project: str | None) -> Path:
     if project is None and platform is CODEX and os.environ.get("CODEX_HOME"):
-        return Path(os.environ["CODEX_HOME"]).expanduser().absolute() / platform.file
+        return Path(os.environ["CODEX_HOME"]).expanduser().absolute() / platform.file_name
     base = Path(project).expanduser() if project is not None else Path.home()
-    return base.absolute() / platform.directory / platform.file
+    return base.absolute() / platform.directory / platform.file_name
 
 
 # -- the command ------------------------------------------------------------------------------
 
 
+PI = "pi"
+PI_DEFAULT_LINE = re.compile(r"^const DEFAULT_COMMAND: string\[\] = .*$", re.MULTILINE)
+
+
+def pi_extension_path(project: str | None) -> Path:
+    """pi auto-loads extensions from ``~/.pi/agent/extensions/`` (or PI_CODING_AGENT_DIR)
+    and a project's ``.pi/extensions/``."""
+    if project is not None:
+        return Path(project).expanduser().absolute() / ".pi" / "extensions" / "agentmail.ts"
+    agent_dir = os.environ.get("PI_CODING_AGENT_DIR")
+    base = Path(agent_dir) if agent_dir else Path.home() / ".pi" / "agent"
+    return base.absolute() / "extensions" / "agentmail.ts"
+
+
+def pi_extension_text(executable: str | None, timeout_s: int | None) -> str:
+    """The shipped gate extension with this installation's hook command in it."""
+    from mailui4agents.bridge.runners.pi import extension_path
+
+    text = extension_path().read_text(encoding="utf-8")
+    command = [executable or "agentmail", "hook", "pi"]
+    line = f"const DEFAULT_COMMAND: string[] = {json.dumps(command)};"
+    if timeout_s is not None:
+        line += f"\nprocess.env.{HOOK_TIMEOUT_VAR} ??= {json.dumps(str(timeout_s))};"
+    return PI_DEFAULT_LINE.sub(lambda _m: line, text, count=1)
+
+
+def install_pi(path: Path, text: str) -> Result:
+    """Write the extension file; unchanged when it already has this content."""
+    old = read_text(path)
+    if old == text:
+        return Result(path, False, "")
+    return write_changes(path, old, text, [])
+
+
 @click.command("install-hook")
-@click.argument("platform_name", metavar="PLATFORM", type=click.Choice(sorted(PLATFORMS)))
+@click.argument("platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, PI])))
 @click.option(
     "--project",
     type=click.Path(file_okay=False, exists=True),
@@ -370,18 +431,36 @@ def settings_path_for(platform: Platform, project: str | None) -> Path:
     type=click.IntRange(MIN_TIMEOUT_S, 86400),
     metavar="SECONDS",
     help="How long the platform lets the hook run, in seconds "
-    "(default: Claude Code and Codex 600, Gemini 60; written to Gemini's file in ms).",
+    "(default: Claude Code and Codex 600, Gemini 60, ZCode 60; written to Gemini's file in ms; "
+    "pi: how long the hook waits for a person).",
 )
 def install_hook(platform_name: str, project: str | None, timeout: int | None) -> None:
-    """Make PLATFORM (claude-code, codex, gemini) ask agentmail before guarded tool use.
+    """Make PLATFORM (claude-code, codex, gemini, zcode, pi) ask agentmail before guarded tool use.
 
-    Merges an `agentmail hook PLATFORM` entry into the platform's settings.json
-    (Codex: hooks.json in $CODEX_HOME or DIR/.codex), keeping everything else;
-    running it again changes nothing.
+    Merges an `agentmail hook PLATFORM` entry into the platform's settings
+    (Codex: hooks.json in $CODEX_HOME or DIR/.codex; ZCode:
+    ~/.zcode/cli/config.json, hooks.events), keeping everything else;
+    for pi, which has no hook setting, writes the agentmail gate extension into
+    pi's extensions folder. Running it again changes nothing.
     """
-    platform = PLATFORMS[platform_name]
-    path = settings_path_for(platform, project)
     executable = agentmail_executable()
+    if platform_name == PI:
+        path = pi_extension_path(project)
+        try:
+            result = install_pi(path, pi_extension_text(executable, timeout))
+        except (SettingsError, OSError) as error:
+            fail(f"not changing {path}: {error}")
+        report(
+            result,
+            executable,
+            unchanged=f"agentmail gate for pi already installed in {path}; no change.",
+            done=f"Installed the agentmail gate extension for pi in {path}.",
+        )
+        return
+    platform = PLATFORMS[platform_name]
+    if platform.user_level_only and project is not None:
+        fail(f"{platform.name} reads hooks from the user's config only; run without --project")
+    path = settings_path_for(platform, project)
     command = hook_command(platform, executable, timeout)
     try:
         result = install(platform, path, command, timeout)

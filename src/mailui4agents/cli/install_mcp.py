@@ -96,11 +96,22 @@ PLATFORMS = {
         Platform(
             "gemini", ".gemini/settings.json", lambda: _home() / ".gemini/settings.json", "json"
         ),
+        # ZCode: ``mcp.servers`` in its user config (its documented contract; unverified).
+        Platform("zcode", "", lambda: _home() / ".zcode/cli/config.json", "json"),
     )
+}
+#: Platforms without an MCP client, and what to use instead.
+NO_MCP = {
+    "pi": "pi has no MCP client (by design); a pi agent reaches agentmail through the "
+    "gate extension (`agentmail install-hook pi`) and the `agentmail` command in its bash tool",
 }
 
 
 def config_path_for(platform: Platform, project: str | None) -> Path:
+    if project is not None and not platform.project_file:
+        raise install.SettingsError(
+            f"{platform.name} reads MCP servers from the user's config only; run without --project"
+        )
     if project is None:
         return platform.user_file()
     return Path(project).expanduser().absolute() / platform.project_file
@@ -125,6 +136,10 @@ def json_entry(platform: Platform, command: list[str], ask_timeout_s: int) -> di
         env = {name: f"{{env:{name}}}" for name in PASSED_THROUGH}
         env["AGENTMAIL_ASK_TIMEOUT"] = ask
         return {"type": "local", "command": command, "environment": env, "enabled": True}
+    if platform.name == "zcode":
+        # No env interpolation is documented: the server inherits ZCode's environment.
+        return {"type": "stdio", "command": command[0], "args": command[1:],
+                "env": {"AGENTMAIL_ASK_TIMEOUT": ask}}  # fmt: skip
     raise ValueError(f"{platform.name} is not a JSON platform")
 
 
@@ -134,10 +149,12 @@ def merge_json(
     """A copy of ``settings`` with our entry (replacing an earlier one in place)."""
     merged: dict[str, Any] = json.loads(json.dumps(settings))  # a deep copy
     warnings: list[str] = []
-    section = "mcp" if platform.name == "opencode" else "mcpServers"
-    servers = merged.setdefault(section, {})
-    if not isinstance(servers, dict):
-        raise install.SettingsError(f'"{section}" is not a JSON object')
+    section = {"opencode": "mcp", "zcode": "mcp.servers"}.get(platform.name, "mcpServers")
+    servers: Any = merged
+    for key in section.split("."):
+        servers = servers.setdefault(key, {})
+        if not isinstance(servers, dict):
+            raise install.SettingsError(f'"{section}" is not a JSON object')
     servers[SERVER_KEY] = entry
     if platform.name == "opencode":
         if not settings:
@@ -300,7 +317,9 @@ def approve_claude_project_server(project: str) -> install.Result:
 
 
 @click.command("install-mcp")
-@click.argument("platform_name", metavar="PLATFORM", type=click.Choice(sorted(PLATFORMS)))
+@click.argument(
+    "platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, *NO_MCP]))
+)
 @click.option(
     "--project",
     type=click.Path(file_okay=False, exists=True),
@@ -317,15 +336,20 @@ def approve_claude_project_server(project: str) -> install.Result:
 )
 def install_mcp(platform_name: str, project: str | None, ask_timeout: int) -> None:
     """Register `agentmail mcp` as an MCP server of PLATFORM (claude-code, codex,
-    opencode, gemini).
+    opencode, gemini, zcode; pi has no MCP client and says what to use instead).
 
     Merges an `agentmail` entry into the platform's MCP config, keeping everything
     else; running it again changes nothing. No key is written: the server reads
     AGENTMAIL_URL, AGENTMAIL_KEY and AGENTMAIL_SESSION_ID from the agent's
     environment, else the stored config.
     """
+    if platform_name in NO_MCP:
+        fail(NO_MCP[platform_name])
     platform = PLATFORMS[platform_name]
-    path = config_path_for(platform, project)
+    try:
+        path = config_path_for(platform, project)
+    except install.SettingsError as error:
+        fail(str(error))
     executable = install.agentmail_executable()
     command = [executable or "agentmail", "mcp"]
     try:

@@ -9,7 +9,7 @@ module (``claude_code``, ``zcode``, ``gemini``, ``generic``, ``codex``) only par
 
 from __future__ import annotations
 
-from mailui4agents.hooks import claude_code, codex, gemini, generic, zcode
+from mailui4agents.hooks import claude_code, codex, gemini, generic, pi, zcode
 from mailui4agents.hooks.platform import Platform
 from mailui4agents.hooks.types import HookDecision, ToolCall
 
@@ -22,6 +22,7 @@ PLATFORMS: dict[str, Platform] = {
         gemini.PLATFORM,
         generic.PLATFORM,
         codex.PLATFORM,
+        pi.PLATFORM,
     )
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mailui4agents.bridge.runners.base import Runner
 
 #: The --runner values this bridge knows.
-KINDS = ("claude-code", "command", "codex", "gemini")
+KINDS = ("claude-code", "codex", "gemini", "opencode", "pi", "zcode", "acp", "command")
 
 
 def make_runner(kind: str, command: list[str], options: dict[str, str]) -> Runner:
@@ -14,6 +14,10 @@ def make_runner(kind: str, command: list[str], options: dict[str, str]) -> Runne
         from mailui4agents.bridge.runners.command import CommandRunner
 
         return CommandRunner(command, options)
+    if kind == "acp":
+        from mailui4agents.bridge.runners.acp import AcpRunner
+
+        return AcpRunner(command, options)
     if command:
         raise ValueError(f"the {kind} runner takes no command after --")
     if kind == "claude-code":
@@ -28,4 +32,16 @@ def make_runner(kind: str, command: list[str], options: dict[str, str]) -> Runne
         from mailui4agents.bridge.runners.gemini import GeminiRunner
 
         return GeminiRunner(options)
+    if kind == "pi":
+        from mailui4agents.bridge.runners.pi import PiRunner
+
+        return PiRunner(options)
+    if kind == "opencode":
+        from mailui4agents.bridge.runners.opencode import OpencodeRunner
+
+        return OpencodeRunner(options)
+    if kind == "zcode":
+        from mailui4agents.bridge.runners.zcode import ZcodeRunner
+
+        return ZcodeRunner(options)
     raise ValueError(f"unknown runner {kind!r}; known: {', '.join(KINDS)}")

@@ -130,6 +130,14 @@ class Runner(ABC):
     def parser(self) -> StreamParser:
         """A fresh parser for one turn's output."""
 
+    def open(self) -> None:  # noqa: B027 (optional: most runners keep nothing)
+        """Start what the runner keeps for the bridge's whole life (opencode: its
+        server). Called once, in a worker thread, before the first turn; a failure
+        is reported by :meth:`missing` rather than raised."""
+
+    def close(self) -> None:  # noqa: B027
+        """Stop what :meth:`open` started (called once when the bridge stops)."""
+
     def recent_sessions(self, workspaces: list[str]) -> list[dict[str, Any]]:
         """The platform's own recent sessions in these workspaces (heartbeat, adoption)."""
         return []
