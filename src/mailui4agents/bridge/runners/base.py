@@ -9,10 +9,13 @@ the platform keeps its own sessions (for adoption).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mailui4agents.domain.aliases import slugify
 from mailui4agents.domain.modes import Enforcement, Mode
 
 
@@ -145,3 +148,56 @@ class Runner(ABC):
     def describe_defaults(self) -> str:
         """One log line saying which defaults this runner uses (model and the like)."""
         return f"runner {self.name}: no defaults to report"
+
+
+#: How many of its own sessions a runner lists in the heartbeat (adoption).
+RECENT_SESSIONS = 20
+
+PlatformSession = dict[str, Any]  # the heartbeat's platform_sessions item (docs/api.md)
+
+
+def recent_files(
+    root: Path,
+    pattern: str,
+    read: Callable[[Path], PlatformSession | None],
+    *,
+    by_name: bool = False,
+) -> list[PlatformSession]:
+    """The sessions that `read` finds in the newest RECENT_SESSIONS files below `root`
+    matching `pattern`: newest by modification time, or by name where the name
+    starts with the time (Codex rollouts, Gemini chats). A missing folder gives none."""
+    try:
+        files = list(root.glob(pattern))
+    except OSError:
+        return []
+    files.sort(key=(lambda p: p.name) if by_name else _mtime, reverse=True)
+    found = (read(path) for path in files[:RECENT_SESSIONS])
+    return [info for info in found if info is not None]
+
+
+def platform_session(
+    platform_id: str,
+    title: str,
+    cwd: str,
+    updated: datetime,
+    *,
+    default_title: str,
+    default_slug: str,
+) -> PlatformSession:
+    """``{platform_id, slug, title, cwd, updated_at}``: one platform session as the
+    heartbeat reports it, its title on one line of at most 120 characters."""
+    title = " ".join(title.split())[:120] or default_title
+    return {
+        "platform_id": platform_id,
+        "slug": slugify(title, 40) or default_slug,
+        "title": title,
+        "cwd": cwd,
+        "updated_at": updated.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

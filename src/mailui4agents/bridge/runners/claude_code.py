@@ -43,8 +43,9 @@ from mailui4agents.bridge.runners.base import (
     TurnContext,
     TurnError,
     TurnEvent,
+    platform_session,
+    recent_files,
 )
-from mailui4agents.domain.aliases import slugify
 from mailui4agents.domain.modes import Enforcement, Mode
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,6 @@ PERMISSION_MODE: dict[Mode, str] = {"plan": "plan", "workspace": "default", "ful
 SENDING_TOOLS = frozenset({"mcp__agentmail__send_mail", "mcp__agentmail__forward_mail"})
 #: Claude Code kills a hook after its ``timeout``; ours must answer before that.
 HOOK_MARGIN_S = 60
-RECENT_SESSIONS = 20
 HEAD_BYTES = 64 * 1024
 MCP_ENV = ("AGENTMAIL_URL", "AGENTMAIL_KEY", "AGENTMAIL_AGENT", "AGENTMAIL_SESSION_ID")
 
@@ -233,25 +233,7 @@ class ClaudeCodeRunner(Runner):
     def recent_sessions(self, workspaces: list[str]) -> list[dict[str, Any]]:
         """Claude Code's own sessions, newest first, from its session store
         ``~/.claude/projects/<cwd-slug>/<id>.jsonl``."""
-        root = self.home / ".claude" / "projects"
-        try:
-            files = [p for d in root.iterdir() if d.is_dir() for p in d.glob("*.jsonl")]
-        except OSError:
-            return []
-        files.sort(key=_mtime, reverse=True)
-        sessions = []
-        for path in files[:RECENT_SESSIONS]:
-            info = _session_info(path)
-            if info is not None:
-                sessions.append(info)
-        return sessions
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
+        return recent_files(self.home / ".claude" / "projects", "*/*.jsonl", _session_info)
 
 
 def _session_info(path: Path) -> dict[str, Any] | None:
@@ -281,14 +263,14 @@ def _session_info(path: Path) -> dict[str, Any] | None:
             break
     if not cwd:
         return None
-    title = " ".join(title.split())[:120] or path.stem
-    return {
-        "platform_id": path.stem,
-        "slug": slugify(title, 40) or f"claude-{path.stem[:8]}",
-        "title": title,
-        "cwd": cwd,
-        "updated_at": updated.isoformat().replace("+00:00", "Z"),
-    }
+    return platform_session(
+        path.stem,
+        title,
+        cwd,
+        updated,
+        default_title=path.stem,
+        default_slug=f"claude-{path.stem[:8]}",
+    )
 
 
 def _first_text(record: dict[str, Any]) -> str:

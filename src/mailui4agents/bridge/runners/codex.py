@@ -56,9 +56,10 @@ from mailui4agents.bridge.runners.base import (
     TurnContext,
     TurnError,
     TurnEvent,
+    platform_session,
+    recent_files,
 )
 from mailui4agents.bridge.runners.claude_code import agentmail_command
-from mailui4agents.domain.aliases import slugify
 from mailui4agents.domain.modes import Enforcement, Mode
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,6 @@ BLOCKED = "Command blocked by PreToolUse hook:"
 SENDING_TOOLS = frozenset({"send_mail", "forward_mail"})
 MCP_ENV = ("AGENTMAIL_URL", "AGENTMAIL_KEY", "AGENTMAIL_AGENT", "AGENTMAIL_SESSION_ID",
            "AGENTMAIL_SENT_LOG")  # fmt: skip
-RECENT_SESSIONS = 20
 HEAD_BYTES = 256 * 1024
 #: Warnings Codex reports as ``error`` items although the turn goes on.
 NOT_FATAL = re.compile(r"Model metadata for|dangerously-bypass-hook-trust|could not create PATH")
@@ -311,17 +311,8 @@ class CodexRunner(Runner):
         """Codex's own sessions, newest first, from its rollouts
         ``CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<id>.jsonl``."""
         home = self.home or self.source_home
-        try:
-            files = list((home / "sessions").glob("*/*/*/rollout-*.jsonl"))
-        except OSError:
-            return []
-        files.sort(key=lambda p: p.name, reverse=True)  # the name starts with the time
-        sessions = []
-        for path in files[:RECENT_SESSIONS]:
-            info = rollout_info(path)
-            if info is not None:
-                sessions.append(info)
-        return sessions
+        pattern = "*/*/*/rollout-*.jsonl"
+        return recent_files(home / "sessions", pattern, rollout_info, by_name=True)
 
 
 def rollout_info(path: Path) -> dict[str, Any] | None:
@@ -356,14 +347,14 @@ def rollout_info(path: Path) -> dict[str, Any] | None:
             break
     if not session_id or not cwd:
         return None
-    title = " ".join(title.split())[:120] or f"codex {session_id[:8]}"
-    return {
-        "platform_id": session_id,
-        "slug": slugify(title, 40) or f"codex-{session_id[:8]}",
-        "title": title,
-        "cwd": cwd,
-        "updated_at": updated.isoformat().replace("+00:00", "Z"),
-    }
+    return platform_session(
+        session_id,
+        title,
+        cwd,
+        updated,
+        default_title=f"codex {session_id[:8]}",
+        default_slug=f"codex-{session_id[:8]}",
+    )
 
 
 def _quote(arg: str) -> str:

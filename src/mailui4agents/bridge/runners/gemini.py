@@ -51,10 +51,11 @@ from mailui4agents.bridge.runners.base import (
     TurnContext,
     TurnError,
     TurnEvent,
+    platform_session,
+    recent_files,
 )
 from mailui4agents.bridge.runners.claude_code import agentmail_command
 from mailui4agents.bridge.runners.codex import FAIL_CLOSED
-from mailui4agents.domain.aliases import slugify
 from mailui4agents.domain.modes import Enforcement, Mode
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,6 @@ HOOK_MARGIN_S = 60
 SENDING_TOOLS = frozenset({"mcp_agentmail_send_mail", "mcp_agentmail_forward_mail"})
 MCP_ENV = ("AGENTMAIL_URL", "AGENTMAIL_KEY", "AGENTMAIL_AGENT", "AGENTMAIL_SESSION_ID",
            "AGENTMAIL_SENT_LOG")  # fmt: skip
-RECENT_SESSIONS = 20
 HEAD_BYTES = 64 * 1024
 
 
@@ -248,17 +248,7 @@ class GeminiRunner(Runner):
         """Gemini's own chats, newest first: ``~/.gemini/tmp/<project>/chats/
         session-<ts>-<id8>.jsonl`` (the project's folder in ``<project>/.project_root``)."""
         root = self.home / ".gemini" / "tmp"
-        try:
-            files = list(root.glob("*/chats/session-*.jsonl"))
-        except OSError:
-            return []
-        files.sort(key=lambda p: p.name, reverse=True)
-        sessions = []
-        for path in files[:RECENT_SESSIONS]:
-            info = chat_info(path)
-            if info is not None:
-                sessions.append(info)
-        return sessions
+        return recent_files(root, "*/chats/session-*.jsonl", chat_info, by_name=True)
 
 
 def insecure_parent(path: Path) -> Path | None:
@@ -308,14 +298,14 @@ def chat_info(path: Path) -> dict[str, Any] | None:
             break
     if not session_id or not cwd:
         return None
-    title = " ".join(title.split())[:120] or f"gemini {session_id[:8]}"
-    return {
-        "platform_id": session_id,
-        "slug": slugify(title, 40) or f"gemini-{session_id[:8]}",
-        "title": title,
-        "cwd": cwd,
-        "updated_at": updated.isoformat().replace("+00:00", "Z"),
-    }
+    return platform_session(
+        session_id,
+        title,
+        cwd,
+        updated,
+        default_title=f"gemini {session_id[:8]}",
+        default_slug=f"gemini-{session_id[:8]}",
+    )
 
 
 def _quote(arg: str) -> str:

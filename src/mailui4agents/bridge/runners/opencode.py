@@ -45,15 +45,20 @@ from pathlib import Path
 from typing import Any
 
 from mailui4agents.bridge.drivers.protocol import DriverParser
-from mailui4agents.bridge.runners.base import Launch, Runner, StreamParser, TurnContext
-from mailui4agents.domain.aliases import slugify
+from mailui4agents.bridge.runners.base import (
+    RECENT_SESSIONS,
+    Launch,
+    Runner,
+    StreamParser,
+    TurnContext,
+    platform_session,
+)
 from mailui4agents.domain.modes import Enforcement, Mode
 
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 10.0
-RECENT_SESSIONS = 20
 READ_ONLY = ("read", "glob", "grep", "list", "lsp", "todoread", "todowrite", "skill")
 
 
@@ -268,15 +273,15 @@ def recent_sessions(db: Path, limit: int = RECENT_SESSIONS) -> list[dict[str, An
         return []
     found = []
     for sid, directory, title, updated in rows:
-        title = " ".join(str(title or "").split())[:120] or str(sid)
         when = datetime.fromtimestamp(int(updated) / 1000, UTC)
         found.append(
-            {
-                "platform_id": str(sid),
-                "slug": slugify(title, 40) or f"opencode-{str(sid)[4:12]}",
-                "title": title,
-                "cwd": str(directory),
-                "updated_at": when.isoformat().replace("+00:00", "Z"),
-            }
+            platform_session(
+                str(sid),
+                str(title or ""),
+                str(directory),
+                when,
+                default_title=str(sid),
+                default_slug=f"opencode-{str(sid)[4:12]}",
+            )
         )
     return found

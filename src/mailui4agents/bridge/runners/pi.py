@@ -47,14 +47,14 @@ from mailui4agents.bridge.runners.base import (
     TurnContext,
     TurnError,
     TurnEvent,
+    platform_session,
+    recent_files,
 )
 from mailui4agents.bridge.runners.claude_code import agentmail_command
-from mailui4agents.domain.aliases import slugify
 from mailui4agents.domain.modes import Enforcement, Mode
 
 READ_ONLY_TOOLS = "read,grep,find,ls"
 EXTENSION = "pi-agentmail.ts"
-RECENT_SESSIONS = 20
 HEAD_BYTES = 64 * 1024
 
 
@@ -193,25 +193,7 @@ class PiRunner(Runner):
 
     def recent_sessions(self, workspaces: list[str]) -> list[dict[str, Any]]:
         """pi's own sessions, newest first, from ``<agent dir>/sessions/*/*.jsonl``."""
-        root = self.agent_dir / "sessions"
-        try:
-            files = [p for d in root.iterdir() if d.is_dir() for p in d.glob("*.jsonl")]
-        except OSError:
-            return []
-        files.sort(key=_mtime, reverse=True)
-        found = []
-        for path in files[:RECENT_SESSIONS]:
-            info = session_info(path)
-            if info is not None:
-                found.append(info)
-        return found
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
+        return recent_files(self.agent_dir / "sessions", "*/*.jsonl", session_info)
 
 
 def session_info(path: Path) -> dict[str, Any] | None:
@@ -243,11 +225,6 @@ def session_info(path: Path) -> dict[str, Any] | None:
             break
     if not sid or not cwd:
         return None
-    title = " ".join(title.split())[:120] or sid
-    return {
-        "platform_id": sid,
-        "slug": slugify(title, 40) or f"pi-{sid[:8]}",
-        "title": title,
-        "cwd": cwd,
-        "updated_at": updated.isoformat().replace("+00:00", "Z"),
-    }
+    return platform_session(
+        sid, title, cwd, updated, default_title=sid, default_slug=f"pi-{sid[:8]}"
+    )
