@@ -99,7 +99,7 @@ def _router(prefix: str, caller: Any, tag: str) -> APIRouter:
     @router.post("", status_code=201, response_model=CalendarEntryOut)
     async def schedule_mail(
         body: CalendarCreate, gw: GatewayDep, who: Principal = who_dep
-    ) -> dict[str, Any]:
+    ) -> CalendarEntryOut:
         async with gw.write() as s:
             return await calendar.create(s, gw.settings, who, _draft(body))
 
@@ -111,30 +111,32 @@ def _router(prefix: str, caller: Any, tag: str) -> APIRouter:
         limit: Limit = 50,
         cursor: str | None = None,
         who: Principal = who_dep,
-    ) -> dict[str, Any]:
+    ) -> Page[CalendarEntryOut]:
         """Upcoming first: scheduled entries by next due time, then the rest."""
         async with gw.read() as s:
             items, nxt = await calendar.list_entries(
                 s, who, status=status, everyone=everyone, limit=limit, cursor=cursor
             )
-        return {"items": items, "next_cursor": nxt}  # calendar entries are still dicts
+        return Page[CalendarEntryOut](items=items, next_cursor=nxt)
 
     @router.get("/{entry_id}", response_model=CalendarEntryOut)
-    async def get_entry(entry_id: str, gw: GatewayDep, who: Principal = who_dep) -> dict[str, Any]:
+    async def get_entry(
+        entry_id: str, gw: GatewayDep, who: Principal = who_dep
+    ) -> CalendarEntryOut:
         async with gw.read() as s:
             return await calendar.get(s, who, entry_id)
 
     @router.patch("/{entry_id}", response_model=CalendarEntryOut)
     async def edit_entry(
         entry_id: str, body: CalendarPatch, gw: GatewayDep, who: Principal = who_dep
-    ) -> dict[str, Any]:
+    ) -> CalendarEntryOut:
         async with gw.write() as s:
             return await calendar.update(s, gw.settings, who, entry_id, _changes(body))
 
     @router.post("/{entry_id}/cancel", response_model=CalendarEntryOut)
     async def cancel_entry(
         entry_id: str, gw: GatewayDep, who: Principal = who_dep
-    ) -> dict[str, Any]:
+    ) -> CalendarEntryOut:
         async with gw.write() as s:
             return await calendar.cancel(s, who, entry_id)
 

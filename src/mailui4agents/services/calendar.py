@@ -30,6 +30,7 @@ from mailui4agents.services import access, attachments, content, mail
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import attachment_out
 from mailui4agents.settings import Settings
+from mailui4agents.wire.calendar import CalendarEntryOut, OccurrenceOut
 
 SCHEDULED, DONE, CANCELLED, FAILED = "scheduled", "done", "cancelled", "failed"
 STATUSES = (SCHEDULED, DONE, CANCELLED, FAILED)
@@ -123,7 +124,7 @@ def _link(s: AsyncSession, entry_id: str, files: Sequence[AttachmentRow]) -> Non
     )
 
 
-async def create(s: AsyncSession, settings: Settings, who: Principal, d: Draft) -> dict[str, Any]:
+async def create(s: AsyncSession, settings: Settings, who: Principal, d: Draft) -> CalendarEntryOut:
     """A new scheduled entry (inside a write transaction)."""
     now = utcnow()
     sched, nxt, files = await _check(s, settings, who, d, now)
@@ -160,7 +161,7 @@ async def _visible(s: AsyncSession, who: Principal, entry_id: str) -> CalendarEn
     return row
 
 
-async def get(s: AsyncSession, who: Principal, entry_id: str) -> dict[str, Any]:
+async def get(s: AsyncSession, who: Principal, entry_id: str) -> CalendarEntryOut:
     row = await _visible(s, who, entry_id)
     return await entry_out(s, row, with_occurrences=True)
 
@@ -176,7 +177,7 @@ async def _attachment_ids(s: AsyncSession, entry_id: str) -> list[str]:
 
 async def update(
     s: AsyncSession, settings: Settings, who: Principal, entry_id: str, changes: dict[str, Any]
-) -> dict[str, Any]:
+) -> CalendarEntryOut:
     """Apply a patch (only the fields given). The whole entry is re-validated as
     it would be created; a new schedule starts counting from now. A done or
     cancelled entry is final (409)."""
@@ -237,7 +238,7 @@ async def update(
     return await entry_out(s, row, with_occurrences=True)
 
 
-async def cancel(s: AsyncSession, who: Principal, entry_id: str) -> dict[str, Any]:
+async def cancel(s: AsyncSession, who: Principal, entry_id: str) -> CalendarEntryOut:
     """Cancel (idempotent). Done entries stay done (409)."""
     row = await _visible(s, who, entry_id)
     if not access.can_cancel_entry(who, row.created_by):
@@ -259,7 +260,7 @@ async def list_entries(
     everyone: bool,
     limit: int,
     cursor: str | None,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[CalendarEntryOut], str | None]:
     """The caller's entries (an admin's `everyone`: all), upcoming first: scheduled
     ones by next due time, then the rest newest first. The cursor is an offset."""
     if everyone and not (who.is_human and who.is_admin):
@@ -291,7 +292,7 @@ async def list_entries(
 
 async def entry_out(
     s: AsyncSession, row: CalendarEntryRow, *, with_occurrences: bool = False
-) -> dict[str, Any]:
+) -> CalendarEntryOut:
     """An entry as the API returns it: its start as local time with its offset,
     the next few occurrences in UTC, and (on reads of one entry) what was delivered."""
     sched = schedule_of(row)
@@ -309,27 +310,7 @@ async def entry_out(
             at = sched.next_after(at)
             if at is not None:
                 upcoming.append(at)
-    out: dict[str, Any] = {
-        "id": row.id,
-        "created_by": row.created_by,
-        "to": list(row.to),
-        "cc": list(row.cc),
-        "subject": row.subject,
-        "body": row.body,
-        "attachments": [attachment_out(a) for a in atts],
-        "start_at": sched.start.replace(tzinfo=sched.tz).isoformat(),
-        "timezone": row.timezone,
-        "rrule": row.rrule,
-        "status": row.status,
-        "next_due": row.next_due if row.status == SCHEDULED else None,
-        "upcoming": upcoming,
-        "delivered": row.delivered,
-        "last_error": row.last_error,
-        "permission_mode": row.permission_mode,
-        "from_session_id": row.from_session_id,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-    }
+    occurrences: list[OccurrenceOut] | None = None
     if with_occurrences:
         occ = await s.scalars(
             select(CalendarOccurrenceRow)
@@ -337,15 +318,32 @@ async def entry_out(
             .order_by(CalendarOccurrenceRow.due_at.desc())
             .limit(OCCURRENCES_SHOWN)
         )
-        out["occurrences"] = [occurrence_out(o) for o in occ]
-    return out
+        occurrences = [occurrence_out(o) for o in occ]
+    return CalendarEntryOut(
+        id=row.id,
+        created_by=row.created_by,
+        to=list(row.to),
+        cc=list(row.cc),
+        subject=row.subject,
+        body=row.body,
+        attachments=[attachment_out(a) for a in atts],
+        start_at=sched.start.replace(tzinfo=sched.tz).isoformat(),
+        timezone=row.timezone,
+        rrule=row.rrule,
+        status=row.status,
+        next_due=row.next_due if row.status == SCHEDULED else None,
+        upcoming=upcoming,
+        delivered=row.delivered,
+        last_error=row.last_error,
+        permission_mode=row.permission_mode,
+        from_session_id=row.from_session_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        occurrences=occurrences,
+    )
 
 
-def occurrence_out(o: CalendarOccurrenceRow) -> dict[str, Any]:
-    return {
-        "due_at": o.due_at,
-        "delivered_at": o.delivered_at,
-        "late": o.late,
-        "mail_id": o.mail_id,
-        "error": o.error,
-    }
+def occurrence_out(o: CalendarOccurrenceRow) -> OccurrenceOut:
+    return OccurrenceOut(
+        due_at=o.due_at, delivered_at=o.delivered_at, late=o.late, mail_id=o.mail_id, error=o.error
+    )

@@ -4,7 +4,6 @@ same service calls as /api/v1/calendar (services/calendar.py)."""
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -14,6 +13,7 @@ from mailui4agents.services import calendar
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
 from mailui4agents.web.views import _addresses, _common, _done, _error, _guard, _page, _text
+from mailui4agents.wire.models import to_json
 
 router = APIRouter(include_in_schema=False)
 
@@ -32,11 +32,10 @@ async def _render(
 ) -> Response:
     gw = gateway(request)
     async with gw.read() as s:
-        entries, _ = await calendar.list_entries(
+        found, _ = await calendar.list_entries(
             s, user.principal, status=None, everyone=everyone, limit=SHOWN, cursor=None
         )
-    for e in entries:  # the template's short_time filter reads ISO text
-        e["next_due"] = e["next_due"].isoformat() if e["next_due"] else None
+    entries = [to_json(e) for e in found]  # the template's short_time filter reads ISO text
     return _page(
         request,
         "calendar.html",
@@ -81,7 +80,7 @@ async def schedule(request: Request) -> Response:
     gw = gateway(request)
     try:
         async with gw.write() as s:
-            entry: dict[str, Any] = await calendar.create(s, gw.settings, user.principal, draft)
+            entry = await calendar.create(s, gw.settings, user.principal, draft)
     except data.Refusal as refusal:
         err = data.as_service_error(refusal)
         if _wants_json(request):
@@ -90,7 +89,7 @@ async def schedule(request: Request) -> Response:
         return await _render(
             request, user, form=values, error=field + err.message, status_code=err.status
         )
-    return _done(request, f"/calendar#entry-{quote(entry['id'])}", {"id": entry["id"]})
+    return _done(request, f"/calendar#entry-{quote(entry.id)}", {"id": entry.id})
 
 
 @router.post("/calendar/{entry_id}")
