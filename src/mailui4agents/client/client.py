@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import mimetypes
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
-from types import TracebackType
-from typing import Any, BinaryIO, Self, TypeVar
-from urllib.parse import quote
-
-import httpx
-from pydantic import BaseModel
+from typing import Any, BinaryIO
 
 from mailui4agents.client.backoff import Backoff
-from mailui4agents.client.config import ClientConfig
-from mailui4agents.client.errors import ApiError, GatewayUnreachable
 from mailui4agents.client.models import Event, InboxItem, MailOut, Page, SessionOut
 from mailui4agents.client.stream import RetryCallback, iter_events
+from mailui4agents.client.transport import (
+    API,
+    Transport,
+    as_dict,
+    seg,
+    without_none,
+)
 from mailui4agents.wire.models import (
     AgentCreated,
     AgentOut,
@@ -39,41 +39,9 @@ from mailui4agents.wire.models import (
     UserOut,
 )
 
-M = TypeVar("M", bound=BaseModel)
-API = "/api/v1"
-DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
-
-class AsyncClient:
+class AsyncClient(Transport):
     """Async client; use as ``async with AsyncClient(config) as client: ...``."""
-
-    def __init__(
-        self,
-        config: ClientConfig,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
-        reconnect_initial: float = 0.2,
-        reconnect_cap: float = 10.0,
-    ) -> None:
-        self.config = config
-        self._reconnect = (reconnect_initial, reconnect_cap)
-        self._http = httpx.AsyncClient(base_url=config.url, transport=transport, timeout=timeout)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the underlying connections."""
-        await self._http.aclose()
 
     # -- humans: auth and admin ---------------------------------------------------------
 
@@ -93,7 +61,7 @@ class AsyncClient:
 
     async def revoke_token(self, token_id: str) -> None:
         """Revoke one of your tokens (404 for anyone else's)."""
-        await self._call("DELETE", f"/auth/tokens/{_seg(token_id)}")
+        await self._call("DELETE", f"/auth/tokens/{seg(token_id)}")
 
     async def admin_create_user(
         self, username: str, password: str, is_admin: bool = False
@@ -118,11 +86,11 @@ class AsyncClient:
         self, name: str, *, add: str | None = None, remove: str | None = None
     ) -> list[OwnerOut]:
         """The owners of agent ``name`` (admin only), after adding/removing one."""
-        path = f"/admin/agents/{_seg(name)}/owners"
+        path = f"/admin/agents/{seg(name)}/owners"
         if add is not None:
             await self._call("POST", path, json={"name": add})
         if remove is not None:
-            await self._call("DELETE", f"{path}/{_seg(remove)}")
+            await self._call("DELETE", f"{path}/{seg(remove)}")
         return (await self._page(path, {}, OwnerOut)).items
 
     async def admin_list_users(self) -> list[UserOut]:
@@ -137,12 +105,12 @@ class AsyncClient:
         """Issue a new key for agent ``name``; the answer holds the key, shown once.
         The agent's other keys stop working now, or after ``grace_s`` seconds."""
         params = {"grace_s": grace_s} if grace_s else None
-        path = f"/admin/agents/{_seg(name)}/keys"
+        path = f"/admin/agents/{seg(name)}/keys"
         return KeyRotated.model_validate(await self._call("POST", path, params=params))
 
     async def admin_revoke_key(self, name: str, key_id: str) -> None:
         """Revoke one key of agent ``name``."""
-        await self._call("DELETE", f"/admin/agents/{_seg(name)}/keys/{_seg(key_id)}")
+        await self._call("DELETE", f"/admin/agents/{seg(name)}/keys/{seg(key_id)}")
 
     # -- mail -----------------------------------------------------------------------------
 
@@ -165,7 +133,7 @@ class AsyncClient:
         self._agent_only(
             relay=relay, relay_key=relay_key, from_session_id=from_session_id, mail_type=mail_type
         )
-        payload = _without_none(
+        payload = without_none(
             to=to,
             cc=cc,
             subject=subject,
@@ -197,12 +165,12 @@ class AsyncClient:
     ) -> Page[InboxItem]:
         """One page of the agent inbox (oldest first) or the human mailbox (newest first)."""
         if self.config.is_agent:
-            params = _without_none(status=status, session_id=session_id, mark_read=mark_read)
-            params.update(_without_none(limit=limit, cursor=cursor))
+            params = without_none(status=status, session_id=session_id, mark_read=mark_read)
+            params.update(without_none(limit=limit, cursor=cursor))
             return await self._page("/agent/inbox", params, InboxItem)
         if mark_read:
             raise ValueError("mark_read is an agent inbox option; humans mark mail read by reading")
-        params = _without_none(status=status, session_id=session_id, limit=limit, cursor=cursor)
+        params = without_none(status=status, session_id=session_id, limit=limit, cursor=cursor)
         return await self._page("/mailbox", params, InboxItem)
 
     async def mark_read(
@@ -211,7 +179,7 @@ class AsyncClient:
         """Mark the agent's mail read (all of a session, or the given ids); returns the count."""
         if not self.config.is_agent:
             raise ValueError("mark_read is an agent endpoint; humans mark mail read by reading")
-        body = _without_none(session_id=session_id, mail_ids=mail_ids)
+        body = without_none(session_id=session_id, mail_ids=mail_ids)
         return int((await self._call("POST", "/agent/inbox/read", json=body))["marked"])
 
     async def read_mail(
@@ -219,21 +187,21 @@ class AsyncClient:
     ) -> MailOut:
         """One mail with its body (``body_limit`` 0 = full; agents only)."""
         if self.config.is_agent:
-            params = _without_none(session_id=session_id, body_limit=body_limit)
-            data = await self._call("GET", f"/agent/mail/{_seg(mail_id)}", params=params)
+            params = without_none(session_id=session_id, body_limit=body_limit)
+            data = await self._call("GET", f"/agent/mail/{seg(mail_id)}", params=params)
         else:
             self._agent_only(session_id=session_id, body_limit=body_limit)
-            data = await self._call("GET", f"/mail/{_seg(mail_id)}")
+            data = await self._call("GET", f"/mail/{seg(mail_id)}")
         return MailOut.model_validate(data)
 
     async def thread(self, mail_id: str, session_id: str | None = None) -> Page[MailOut]:
         """Every mail of the mail's session, oldest first, all pages in one Page."""
         if self.config.is_agent:
-            path = f"/agent/mail/{_seg(mail_id)}/thread"
-            params = _without_none(session_id=session_id)
+            path = f"/agent/mail/{seg(mail_id)}/thread"
+            params = without_none(session_id=session_id)
         else:
             self._agent_only(session_id=session_id)
-            path, params = f"/mail/{_seg(mail_id)}/thread", {}
+            path, params = f"/mail/{seg(mail_id)}/thread", {}
         items: list[MailOut] = []
         async for page in self._pages(path, params, MailOut):
             items.extend(page.items)
@@ -268,11 +236,11 @@ class AsyncClient:
     async def download_attachment(self, attachment_id: str, session_id: str | None = None) -> bytes:
         """The bytes of an attachment (agents: read from ``session_id``'s workspace)."""
         if self.config.is_agent:
-            path = f"/agent/attachments/{_seg(attachment_id)}"
-            params = _without_none(session_id=session_id)
+            path = f"/agent/attachments/{seg(attachment_id)}"
+            params = without_none(session_id=session_id)
         else:
             self._agent_only(session_id=session_id)
-            path, params = f"/attachments/{_seg(attachment_id)}", {}
+            path, params = f"/attachments/{seg(attachment_id)}", {}
         data: bytes = await self._call("GET", path, params=params, raw=True)
         return data
 
@@ -287,16 +255,16 @@ class AsyncClient:
         cursor: str | None = None,
     ) -> Page[SessionOut]:
         """One page of the human's sessions."""
-        params = _without_none(status=status, workspace=workspace, q=q, limit=limit, cursor=cursor)
+        params = without_none(status=status, workspace=workspace, q=q, limit=limit, cursor=cursor)
         return await self._page("/sessions", params, SessionOut)
 
     async def get_session(self, session_id: str) -> SessionOut:
         """One session."""
-        return SessionOut.model_validate(await self._call("GET", f"/sessions/{_seg(session_id)}"))
+        return SessionOut.model_validate(await self._call("GET", f"/sessions/{seg(session_id)}"))
 
     async def update_session(self, session_id: str, **fields: Any) -> SessionOut:
         """Change ``alias``, ``permission_mode`` or ``archived`` of a session."""
-        data = await self._call("PATCH", f"/sessions/{_seg(session_id)}", json=fields)
+        data = await self._call("PATCH", f"/sessions/{seg(session_id)}", json=fields)
         return SessionOut.model_validate(data)
 
     async def heartbeat(self, **fields: Any) -> HeartbeatOut:
@@ -324,7 +292,7 @@ class AsyncClient:
         """Agent: open a request. Answers PermissionOut (201) or
         ``{"status": "duplicate_relay", ...}`` (200); 409s raise ApiError whose
         ``detail["reason"]`` is ``no_human``, ``mode_allows`` or ``mode_forbids``."""
-        body = _without_none(
+        body = without_none(
             session_id=session_id,
             kind=kind,
             relay_key=relay_key,
@@ -336,25 +304,25 @@ class AsyncClient:
             multi_select=multi_select,
             timeout_s=timeout_s,
         )
-        return _as_dict(await self._call("POST", "/agent/permissions", json=body))
+        return as_dict(await self._call("POST", "/agent/permissions", json=body))
 
     async def get_permission(self, request_id: str, wait: float = 0) -> dict[str, Any]:
         """Agent: one of its requests; with ``wait``, long-poll up to that many seconds."""
         params = {"wait": wait} if wait else None
-        return _as_dict(
-            await self._call("GET", f"/agent/permissions/{_seg(request_id)}", params=params)
+        return as_dict(
+            await self._call("GET", f"/agent/permissions/{seg(request_id)}", params=params)
         )
 
     async def agent_session(self, session_id: str) -> SessionOut:
         """Agent: a session it takes part in (mode, enforcement, alias)."""
-        data = await self._call("GET", f"/agent/sessions/{_seg(session_id)}")
+        data = await self._call("GET", f"/agent/sessions/{seg(session_id)}")
         return SessionOut.model_validate(data)
 
     async def interactive_session(
         self, platform_id: str, owner: str, cwd: str, title: str | None = None
     ) -> SessionOut:
         """Agent: the mail session bound to an interactive platform session."""
-        body = _without_none(platform_id=platform_id, owner=owner, cwd=cwd, title=title)
+        body = without_none(platform_id=platform_id, owner=owner, cwd=cwd, title=title)
         data = await self._call("POST", "/agent/sessions/interactive", json=body)
         return SessionOut.model_validate(data)
 
@@ -362,8 +330,8 @@ class AsyncClient:
         self, status: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
         """Human: requests in the human's sessions (``status`` pending|decided)."""
-        params = _without_none(status=status, session_id=session_id, limit=limit)
-        return list(_as_dict(await self._call("GET", "/permissions", params=params))["items"])
+        params = without_none(status=status, session_id=session_id, limit=limit)
+        return list(as_dict(await self._call("GET", "/permissions", params=params))["items"])
 
     async def decide(
         self,
@@ -376,33 +344,33 @@ class AsyncClient:
         answers: list[str] | None = None,
     ) -> dict[str, Any]:
         """Human: approve or deny (``decision`` approve|deny), or answer a question."""
-        body = _without_none(
+        body = without_none(
             decision=decision, note=note, always=always, grant_pattern=grant_pattern,
             answers=answers,
         )  # fmt: skip
-        path = f"/permissions/{_seg(request_id)}/decision"
-        return _as_dict(await self._call("POST", path, json=body))
+        path = f"/permissions/{seg(request_id)}/decision"
+        return as_dict(await self._call("POST", path, json=body))
 
     async def deciders(
         self, session_id: str, *, add: str | None = None, remove: str | None = None
     ) -> list[dict[str, Any]]:
         """Human: who decides in a session (owners, named deciders); owners may
         add or remove a decider."""
-        path = f"/sessions/{_seg(session_id)}/deciders"
+        path = f"/sessions/{seg(session_id)}/deciders"
         if add is not None:
             await self._call("POST", path, json={"name": add})
         if remove is not None:
-            await self._call("DELETE", f"{path}/{_seg(remove)}")
-        return list(_as_dict(await self._call("GET", path))["items"])
+            await self._call("DELETE", f"{path}/{seg(remove)}")
+        return list(as_dict(await self._call("GET", path))["items"])
 
     async def grants(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Human: standing grants of the human's sessions."""
-        params = _without_none(session_id=session_id)
-        return list(_as_dict(await self._call("GET", "/grants", params=params))["items"])
+        params = without_none(session_id=session_id)
+        return list(as_dict(await self._call("GET", "/grants", params=params))["items"])
 
     async def revoke_grant(self, grant_id: str) -> dict[str, Any]:
         """Human: revoke a standing grant."""
-        return _as_dict(await self._call("DELETE", f"/grants/{_seg(grant_id)}"))
+        return as_dict(await self._call("DELETE", f"/grants/{seg(grant_id)}"))
 
     # -- discovery: forward, participants, contacts, suggestions, search ------------------
 
@@ -417,9 +385,9 @@ class AsyncClient:
         """Quote a mail you may read to new recipients (``note`` first); agents pass
         ``session_id``, the session they work in (their read scope)."""
         self._agent_only(session_id=session_id)
-        body = _without_none(to=to, cc=cc, note=note, session_id=session_id)
+        body = without_none(to=to, cc=cc, note=note, session_id=session_id)
         prefix = "/agent" if self.config.is_agent else ""
-        path = f"{prefix}/mail/{_seg(mail_id)}/forward"
+        path = f"{prefix}/mail/{seg(mail_id)}/forward"
         sent = MailOut.model_validate(await self._call("POST", path, json=body))
         record_sent(sent.id)
         return sent
@@ -432,21 +400,21 @@ class AsyncClient:
         if not self.config.is_agent:
             raise ValueError("participants is an agent endpoint; people see them on the session")
         params = {"session_id": scope_session_id or session_id}
-        path = f"/agent/sessions/{_seg(session_id)}/participants"
+        path = f"/agent/sessions/{seg(session_id)}/participants"
         return (await self._page(path, params, ParticipantOut)).items
 
     async def contacts(self, session_id: str | None = None) -> list[ContactOut]:
         """Everyone you exchanged mail with, most recent first."""
         self._agent_only(session_id=session_id)
         path = "/agent/contacts" if self.config.is_agent else "/contacts"
-        params = _without_none(session_id=session_id)
+        params = without_none(session_id=session_id)
         return (await self._page(path, params, ContactOut)).items
 
     async def suggest_address(self, q: str, session_id: str | None = None) -> Suggestions:
         """Complete a partial address ``name@path.session``: names, paths, sessions."""
         self._agent_only(session_id=session_id)
         path = "/agent/contacts/suggest" if self.config.is_agent else "/contacts/suggest"
-        params = _without_none(q=q, session_id=session_id)
+        params = without_none(q=q, session_id=session_id)
         return Suggestions.model_validate(await self._call("GET", path, params=params))
 
     async def search_mail(
@@ -460,7 +428,7 @@ class AsyncClient:
         first; each item keeps the gateway's ``snippet`` (``item.model_extra``)."""
         self._agent_only(session_id=session_id)
         path = "/agent/search" if self.config.is_agent else "/search"
-        params = _without_none(q=q, session_id=session_id, limit=limit, cursor=cursor)
+        params = without_none(q=q, session_id=session_id, limit=limit, cursor=cursor)
         return await self._page(path, params, MailOut)
 
     # -- live events ----------------------------------------------------------------------
@@ -492,72 +460,6 @@ class AsyncClient:
             on_connect=on_connect,
         )
 
-    # -- plumbing -------------------------------------------------------------------------
-
-    def _auth_headers(self) -> dict[str, str]:
-        headers: dict[str, str] = {}
-        if self.config.credential:
-            headers["Authorization"] = f"Bearer {self.config.credential}"
-        if self.config.is_agent and self.config.agent_name:
-            headers["X-Agent-Name"] = self.config.agent_name
-        return headers
-
-    def _agent_only(self, **options: object) -> None:
-        given = sorted(name for name, value in options.items() if value is not None)
-        if given and not self.config.is_agent:
-            raise ValueError(f"only agents may pass {', '.join(given)}")
-
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, Any] | None = None,
-        auth: bool = True,
-        files: Any = None,
-        raw: bool = False,
-    ) -> Any:
-        headers = self._auth_headers() if auth else {}
-        try:
-            response = await self._http.request(
-                method, API + path, json=json, params=_query(params), headers=headers, files=files
-            )
-        except httpx.TransportError as exc:
-            raise GatewayUnreachable(self.config.url, exc) from exc
-        if not response.is_success:
-            raise ApiError.from_response(response)
-        if raw:
-            return response.content
-        if response.status_code == 204 or not response.content:
-            return None
-        try:
-            return response.json()
-        except ValueError as exc:
-            message = f"{method} {path} answered {response.status_code} with a non-JSON body"
-            raise ApiError(response.status_code, "invalid_response", message) from exc
-
-    async def _page(self, path: str, params: Mapping[str, Any], model: type[M]) -> Page[M]:
-        data = _as_dict(await self._call("GET", path, params=params))
-        return Page[model].model_validate(data)  # type: ignore[valid-type]
-
-    async def _pages(
-        self, path: str, params: Mapping[str, Any], model: type[M]
-    ) -> AsyncIterator[Page[M]]:
-        cursor: str | None = None
-        while True:
-            page = await self._page(path, {**params, **_without_none(cursor=cursor)}, model)
-            yield page
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
-
-    async def _all(self, path: str, model: type[M]) -> list[M]:
-        items: list[M] = []
-        async for page in self._pages(path, {}, model):
-            items.extend(page.items)
-        return items
-
 
 #: Set by the bridge for one turn: every mail this client sends (not relays) is
 #: appended to that file, so the bridge knows the model answered by itself and
@@ -588,28 +490,3 @@ def _guess(filename: str, content_type: str | None) -> str:
 def _open_binary(path: Path) -> BinaryIO:
     # httpx reads the file in chunks while sending: a large file is never in memory.
     return path.open("rb")
-
-
-def _without_none(**values: Any) -> dict[str, Any]:
-    return {name: value for name, value in values.items() if value is not None}
-
-
-def _query(params: Mapping[str, Any] | None) -> dict[str, str | int] | None:
-    if not params:
-        return None
-    # httpx would send Python's True as "True"; the gateway expects true|false.
-    return {
-        name: ("true" if value else "false") if isinstance(value, bool) else value
-        for name, value in params.items()
-    }
-
-
-def _seg(value: str) -> str:
-    """Quote one path segment (names and ids rarely need it, but a '/' must not split it)."""
-    return quote(value, safe="")
-
-
-def _as_dict(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise ApiError(None, "invalid_response", f"expected a JSON object, got {data!r:.200}")
-    return data
