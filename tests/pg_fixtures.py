@@ -23,6 +23,7 @@ import pytest
 from mailui4agents.app import start_gateway
 from mailui4agents.settings import Settings
 from mailui4agents.testing_pg import PgCluster, find_bindir, run_async
+from tests.needs import missing
 
 BACKENDS = ("sqlite", "postgresql")
 _counter = itertools.count()
@@ -40,7 +41,7 @@ def backends_for(definition: pytest.Function | None) -> list[str]:
 def pg_cluster() -> Iterator[PgCluster]:
     bindir = find_bindir()
     if bindir is None:
-        pytest.skip("PostgreSQL binaries missing: run scripts/install-test-deps.sh")
+        missing("PostgreSQL binaries missing: run scripts/install-test-deps.sh")
     cluster = PgCluster(bindir)
     try:
         cluster.start()

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from tests.needs import missing
 
 from mailui4agents.cli import install
 from mailui4agents.cli.main import main
@@ -336,7 +337,7 @@ def test_the_executable_is_the_running_script_else_the_one_on_path(tmp_path: Pat
 def test_the_real_script_writes_its_own_absolute_path(tmp_path: Path) -> None:
     script = Path(sys.executable).with_name("agentmail")
     if not script.exists():
-        pytest.skip("no installed agentmail console script in this environment")
+        missing("no installed agentmail console script (make .venv/.installed-stamp installs it)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMAIL_")}
     env.update(HOME=str(tmp_path), PATH="/usr/bin:/bin")  # not found via PATH
 

@@ -4,7 +4,6 @@ installs Chromium and axe-core; under CI=true a missing browser fails, never ski
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ import pytest
 
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
+from tests.needs import missing
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -36,10 +36,7 @@ DESKTOP = {"width": 1280, "height": 900}
 def _require(path: Path, what: str) -> None:
     if path.exists():
         return
-    message = f"{what} missing ({path}): run scripts/install-test-deps.sh"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    missing(f"{what} missing ({path}): run scripts/install-test-deps.sh")
 
 
 @dataclass
