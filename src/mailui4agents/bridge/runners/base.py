@@ -8,6 +8,7 @@ the platform keeps its own sessions (for adoption).
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -148,6 +149,16 @@ class Runner(ABC):
     def describe_defaults(self) -> str:
         """One log line saying which defaults this runner uses (model and the like)."""
         return f"runner {self.name}: no defaults to report"
+
+
+def json_object(line: str) -> dict[str, Any] | None:
+    """One line of a CLI's JSON-lines stream as an object; None for anything else
+    (a banner, a partial line, a JSON scalar): parsers skip those lines."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 #: How many of its own sessions a runner lists in the heartbeat (adoption).

@@ -43,6 +43,7 @@ from mailui4agents.bridge.runners.base import (
     TurnContext,
     TurnError,
     TurnEvent,
+    json_object,
     platform_session,
     recent_files,
 )
@@ -72,11 +73,8 @@ class ClaudeParser(StreamParser):
         self.session_id: str | None = None
 
     def feed(self, line: str) -> list[TurnEvent]:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(record, dict):
+        record = json_object(line)
+        if record is None:
             return []
         events: list[TurnEvent] = []
         sid = record.get("session_id")

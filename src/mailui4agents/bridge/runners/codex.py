@@ -56,6 +56,7 @@ from mailui4agents.bridge.runners.base import (
     TurnContext,
     TurnError,
     TurnEvent,
+    json_object,
     platform_session,
     recent_files,
 )
@@ -105,11 +106,8 @@ class CodexParser(StreamParser):
         self.final: str | None = None
 
     def feed(self, line: str) -> list[TurnEvent]:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(record, dict):
+        record = json_object(line)
+        if record is None:
             return []
         kind = record.get("type")
         if kind == "thread.started":

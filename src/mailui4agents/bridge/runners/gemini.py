@@ -51,6 +51,7 @@ from mailui4agents.bridge.runners.base import (
     TurnContext,
     TurnError,
     TurnEvent,
+    json_object,
     platform_session,
     recent_files,
 )
@@ -90,11 +91,8 @@ class GeminiParser(StreamParser):
         self.tools: dict[str, str] = {}
 
     def feed(self, line: str) -> list[TurnEvent]:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(record, dict):
+        record = json_object(line)
+        if record is None:
             return []
         kind = record.get("type")
         if kind == "init":
