@@ -65,12 +65,17 @@ def settings(tmp_path: Path, db_backend: str, request: pytest.FixtureRequest) ->
         s = fast_settings(tmp_path, database_url=request.getfixturevalue("pg_database"))
         s.data_dir.mkdir(parents=True)
         return s
-    template_db: Path = request.getfixturevalue("template_db")
     s = fast_settings(tmp_path)
-    s.data_dir.mkdir(parents=True)
-    for f in template_db.iterdir():  # the database and any WAL files beside it
-        shutil.copy2(f, s.data_dir / f.name)
+    copy_template(request.getfixturevalue("template_db"), s.data_dir)
     return s
+
+
+def copy_template(template_db: Path, data_dir: Path) -> None:
+    """A data dir holding a copy of the migrated template (the database and any
+    WAL files beside it)."""
+    data_dir.mkdir(parents=True)
+    for f in template_db.iterdir():
+        shutil.copy2(f, data_dir / f.name)
 
 
 @dataclass
@@ -142,8 +147,12 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
 
 
 @pytest.fixture
-def gateway_process(tmp_path: Path) -> Iterator[GatewayProcess]:
+def gateway_process(tmp_path: Path, template_db: Path) -> Iterator[GatewayProcess]:
+    """A real `agentmail serve` over a copy of the migrated template: its start-up
+    skips the migrations (about a second each), which tests/e2e/test_serve.py
+    checks on an empty data dir."""
     env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV)
+    copy_template(template_db, tmp_path / "data")
     gp = GatewayProcess(data_dir=tmp_path / "data", env=env)
     gp.start()
     try:

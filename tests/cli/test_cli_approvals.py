@@ -25,6 +25,8 @@ from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
 
 from mailui4agents import testing
 from mailui4agents.cli import approvals
+from mailui4agents.cli.auth import save_login
+from mailui4agents.client.config import config_path
 from mailui4agents.testing import GatewayProcess
 
 pytestmark = [pytest.mark.e2e]
@@ -128,9 +130,19 @@ def world(gateway_process: GatewayProcess, tmp_path: Path) -> Iterator[World]:
         assert r.status_code == 201, r.text
         key = r.json()["key"]
 
-    ana = Cli(url, tmp_path / "xdg-ana", {})
-    ana.ok("login", "--username", "ana", "--password", USER_PASSWORD)  # a stored token
-    sent = ana.json("send", "--to", NEW_SESSION, "--subject", "Fix login", "--body", "please")
+        # ana's stored token, as `agentmail login` leaves it (cli/auth.save_login), and
+        # her first mail, both over HTTP: what is under test is deciding from the CLI.
+        login = {"username": "ana", "password": USER_PASSWORD}
+        token = http.post("/api/v1/auth/login", json=login).json()["token"]
+        ana = Cli(url, tmp_path / "xdg-ana", {})
+        save_login(url, "ana", token, config_path({"XDG_CONFIG_HOME": str(ana.config_home)}))
+        r = http.post(
+            "/api/v1/mail",
+            json={"to": [NEW_SESSION], "subject": "Fix login", "body": "please"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert r.status_code == 201, r.text
+        sent = r.json()
     with httpx.Client(
         base_url=url, timeout=30, headers={"Authorization": f"Bearer {key}"}
     ) as agent:

@@ -23,10 +23,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import pytest
 from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
 
 from mailui4agents import testing
+from mailui4agents.cli.auth import save_login
 from mailui4agents.testing import GatewayProcess
 
 pytestmark = [pytest.mark.e2e]
@@ -165,25 +167,47 @@ def interrupt(proc: subprocess.Popen[str]) -> int:
 # -- fixtures ---------------------------------------------------------------------------
 
 
+def logged_in(url: str, config_home: Path, username: str, password: str) -> Cli:
+    """What `agentmail login` leaves behind (cli/auth.save_login), made over HTTP.
+
+    The fixtures' logins, users and agents are set up without the CLI (each
+    console-script run costs an interpreter start); what the CLI itself does at
+    login, `user add`, `agent add` and `send` is what the tests below check."""
+    r = httpx.post(
+        f"{url}/api/v1/auth/login", json={"username": username, "password": password}, timeout=30
+    )
+    assert r.status_code == 200, r.text
+    cli = Cli(url, config_home)
+    save_login(url, username, r.json()["token"], cli.config_file)
+    return cli
+
+
+def admin_post(admin: Cli, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    token = json.loads(admin.config_file.read_text(encoding="utf-8"))["token"]
+    r = httpx.post(
+        f"{admin.url}{path}", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert r.status_code == 201, r.text
+    created: dict[str, Any] = r.json()
+    return created
+
+
 @pytest.fixture
 def admin(gateway_process: GatewayProcess, tmp_path: Path) -> Cli:
-    cli = Cli(gateway_process.url, tmp_path / "xdg-admin")
-    cli.ok("login", "--username", "admin", "--password", ADMIN_PASSWORD)
-    return cli
+    return logged_in(gateway_process.url, tmp_path / "xdg-admin", "admin", ADMIN_PASSWORD)
 
 
 @pytest.fixture
 def ana(admin: Cli, tmp_path: Path) -> Cli:
-    admin.ok("user", "add", "ana", "--password", USER_PASSWORD)
-    cli = Cli(admin.url, tmp_path / "xdg-ana")
-    cli.ok("login", "--username", "ana", "--password", USER_PASSWORD)
-    return cli
+    assert admin.url is not None
+    admin_post(admin, "/api/v1/admin/users", {"username": "ana", "password": USER_PASSWORD})
+    return logged_in(admin.url, tmp_path / "xdg-ana", "ana", USER_PASSWORD)
 
 
 @pytest.fixture
 def claude(admin: Cli, tmp_path: Path) -> Cli:
     """The agent: its key in AGENTMAIL_KEY and an empty config directory."""
-    created = admin.json("agent", "add", "claude")
+    created = admin_post(admin, "/api/v1/admin/agents", {"name": "claude"})
     return Cli(admin.url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": created["key"]})
 
 
