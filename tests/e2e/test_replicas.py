@@ -334,7 +334,7 @@ async def test_due_calendar_entries_are_delivered_once_with_three_replicas(
 ROUNDS = 50
 
 
-async def test_one_due_entry_is_delivered_once_in_each_of_50_rounds(
+async def test_one_due_calendar_entry_is_delivered_once_in_each_of_50_rounds(
     replicas: list[GatewayProcess], admin: Api
 ) -> None:
     """The issue's "a due calendar event with 3 replicas running is delivered
