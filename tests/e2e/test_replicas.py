@@ -7,7 +7,8 @@
 - SIGKILL one replica mid-run: its streams reconnect to another replica with
   Last-Event-ID and miss nothing, repeat nothing;
 - 50 calendar entries falling due at one instant, with the schedulers of all
-  three replicas racing for them every 50 ms: each delivered exactly once.
+  three replicas racing for them every 50 ms: each delivered exactly once; and
+  50 rounds of one due entry each, the same.
 
 The periodic re-read of the hub is set to 120 s here, so only NOTIFY can make a
 stream on another replica see a mail within the tests' deadlines.
@@ -286,7 +287,11 @@ async def test_due_calendar_entries_are_delivered_once_with_three_replicas(
 ) -> None:
     """50 trials in one run: every entry falls due at the same instant, each
     replica's scheduler (every 50 ms) wants every one; the claim (services/
-    calendar_due.py) and the job lock (services/scheduler.run_once) let one win."""
+    calendar_due.py) and the job lock (services/scheduler.run_once) let one win.
+    The batch keeps the replicas contending for the lock and the claims over
+    ~50 deliveries, where one entry per round (the next test) gives each race
+    only a few milliseconds; both went red with the lock and the claim removed
+    (docs/postgres.md)."""
     key = await admin.agent("claude")
     await admin.user("ana")
     due = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
