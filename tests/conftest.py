@@ -54,9 +54,15 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests on the DB fixtures run on SQLite and on PostgreSQL (tests/pg_fixtures.py)."""
+    """Tests on the DB fixtures run on SQLite and on PostgreSQL (tests/pg_fixtures.py);
+    so do the gateway subprocess tests marked `live_both_backends` (the others keep
+    the `live_backend` fixture's SQLite: a subprocess per test per backend is dear)."""
     if "db_backend" in metafunc.fixturenames:
         metafunc.parametrize("db_backend", backends_for(metafunc.definition))
+    if "live_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "live_both_backends"
+    ):
+        metafunc.parametrize("live_backend", backends_for(metafunc.definition))
 
 
 @pytest.fixture
@@ -147,15 +153,32 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
 
 
 @pytest.fixture
-def gateway_process(tmp_path: Path, template_db: Path) -> Iterator[GatewayProcess]:
-    """A real `agentmail serve` over a copy of the migrated template: its start-up
-    skips the migrations (about a second each), which tests/e2e/test_serve.py
-    checks on an empty data dir."""
+def live_backend() -> str:
+    """The database of `gateway_process`: SQLite unless the test is marked
+    `live_both_backends` (then pytest_generate_tests gives both)."""
+    return "sqlite"
+
+
+@pytest.fixture
+def gateway_process(
+    tmp_path: Path, live_backend: str, request: pytest.FixtureRequest
+) -> Iterator[GatewayProcess]:
+    """A real `agentmail serve`: on a SQLite file in its data dir, or on a fresh
+    PostgreSQL database of the test cluster (a copy of the migrated template,
+    tests/pg_fixtures.py; dropped after the process stops). The SQLite file is a
+    copy of the migrated template too, so start-up skips the migrations (about a
+    second each); tests/e2e/test_serve.py starts on an empty data dir."""
     env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV)
-    copy_template(template_db, tmp_path / "data")
-    gp = GatewayProcess(data_dir=tmp_path / "data", env=env)
+    extra: list[str] = []
+    if live_backend == "postgresql":
+        extra = ["--database-url", request.getfixturevalue("pg_database")]
+    else:
+        copy_template(request.getfixturevalue("template_db"), tmp_path / "data")
+    gp = GatewayProcess(data_dir=tmp_path / "data", env=env, extra_args=extra)
     gp.start()
     try:
+        if live_backend == "postgresql":  # it really runs on PostgreSQL: no SQLite file
+            assert not (gp.data_dir / "agentmail.db").exists(), "serve ignored --database-url"
         yield gp
     finally:
         gp.stop()

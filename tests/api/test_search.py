@@ -5,6 +5,7 @@ scope session in /srv/shop, used when a test names no other."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -150,6 +151,37 @@ async def test_search_results_carry_a_marked_snippet_and_the_mail(people: Api) -
     await sent(people, "ana", ["claude@/srv/shop.new"], subject="路径", body="请重构导入路径。")
     [cjk] = await found(people, "claude", "导入")
     assert cjk["snippet"] == "请重构**导入**路径。"
+
+
+async def test_the_database_marks_every_matched_word_of_the_snippet_and_no_other(
+    people: Api,
+) -> None:
+    """The snippet comes from the database on both backends (FTS5's snippet(),
+    PostgreSQL's ts_headline): every matched word in it is marked, whole words
+    only, accents folded; other words, "logs" for "login" among them, are not."""
+    body = (
+        " ".join(f"filler{i}" for i in range(40))
+        + " the login page broke, login again after the café reopens; logs say nothing "
+        + " ".join(f"tail{i}" for i in range(40))
+    )
+    await sent(people, "ana", ["claude@/srv/shop.new"], subject="Outage report", body=body)
+
+    [hit] = await found(people, "claude", "login")
+    snippet = hit["snippet"]
+    assert snippet.count("**login**") == 2, snippet  # both, not the first alone
+    assert "**" not in snippet.replace("**login**", ""), snippet  # nothing else marked
+    assert "filler0 " not in snippet and "tail39" not in snippet, snippet  # a window
+    assert len(snippet.split()) <= 20, snippet  # about 16 words, as FTS5's snippet()
+
+    [hit] = await found(people, "claude", "log*")
+    marked = re.findall(r"\*\*(.+?)\*\*", hit["snippet"])
+    assert "login" in marked and set(marked) <= {"login", "logs"}, hit["snippet"]
+
+    [hit] = await found(people, "claude", "CAFE")
+    assert "**café**" in hit["snippet"], hit["snippet"]  # the body's own spelling
+
+    [hit] = await found(people, "claude", "outage")  # the subject matched, not the body
+    assert "**" not in hit["snippet"] and hit["snippet"].startswith("filler0"), hit["snippet"]
 
 
 async def test_scoped_agent_never_sees_mail_of_another_workspace(people: Api) -> None:

@@ -1,4 +1,5 @@
-"""The foundation scenario against a real `agentmail serve` subprocess."""
+"""The foundation scenario against a real `agentmail serve` subprocess, on SQLite
+and on PostgreSQL (the `live_backend` parameter, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from tests.conftest import Api
 from tests.sse import Got, collect
 
-pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.live_both_backends]
 
 
 async def test_human_mails_agent_and_agent_replies_in_the_same_session(live: Api) -> None:

@@ -7,7 +7,15 @@ while hashed and counted, fsynced, then renamed into place.
 
 Files are placed and deleted only inside a write transaction (`put`, `sweep`).
 On SQLite that serialises them, so a sweep can never delete a file that an upload
-has just placed and is about to reference.
+has just placed and is about to reference. On PostgreSQL several replicas write
+at once, so the blob's row is the lock (docs/postgres.md): an upload holds it
+FOR SHARE from before it looks at the file until it commits; a sweep locks its
+candidates FOR UPDATE SKIP LOCKED (a blob an upload is reusing is skipped) and
+checks them again once locked, before deleting any file. Each waits for the
+other, never both: the file is deleted only while no upload can place or reuse
+it, and an upload that waited finds the row gone and places the file anew.
+Identical new bytes uploaded at once insert their row ON CONFLICT DO NOTHING.
+On SQLite the locks are no-ops.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from typing import BinaryIO
 
 import anyio.to_thread
 from sqlalchemy import Select, delete, exists, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import (
@@ -163,15 +173,33 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _locked_row(sha256: str) -> Select[BlobRow]:
+    """The blob's row, held FOR SHARE until the transaction ends: a sweep cannot
+    lock it (it skips it) and waits for no one (module docstring)."""
+    return (
+        select(BlobRow)
+        .where(BlobRow.sha256 == sha256)
+        .with_for_update(read=True)
+        .execution_options(populate_existing=True)
+    )
+
+
 async def put(s: AsyncSession, writer: BlobWriter, now: datetime) -> BlobRow:
     """Place a finished upload and make sure its row exists (inside a write
-    transaction, see the module docstring). Identical bytes are stored once."""
+    transaction, see the module docstring). Identical bytes are stored once.
+
+    The row is locked before the file is looked at, so a sweep on another
+    replica either finished deleting both (the file is placed anew here) or
+    cannot start on this blob until this transaction ends."""
+    row = await s.scalar(_locked_row(writer.sha256))
     await anyio.to_thread.run_sync(writer.place)
-    row = await s.get(BlobRow, writer.sha256)
     if row is None:
-        row = BlobRow(sha256=writer.sha256, size=writer.size, created_at=now)
-        s.add(row)
-        await s.flush()
+        values = {"sha256": writer.sha256, "size": writer.size, "created_at": now}
+        insert = sqlite_insert if s.get_bind().dialect.name == "sqlite" else pg_insert
+        # Another upload of the same new bytes may insert it first: then keep its row.
+        await s.execute(insert(BlobRow).values(**values).on_conflict_do_nothing())
+        row = await s.scalar(_locked_row(writer.sha256))
+        assert row is not None  # inserted here, or committed by the other upload
     return row
 
 
@@ -224,6 +252,14 @@ async def sweep(s: AsyncSession, store: BlobStore, now: datetime, grace: timedel
         )
         await s.execute(delete(AttachmentRow).where(AttachmentRow.id.in_(att_ids)))
     shas = list((await s.scalars(_unreferenced_blobs(cutoff))).all())
+    if shas:
+        # Lock them, skipping any an upload holds; then check again, by a
+        # statement that sees what committed before the locks were taken.
+        locked = select(BlobRow.sha256).where(BlobRow.sha256.in_(shas))
+        held = list((await s.scalars(locked.with_for_update(skip_locked=True))).all())
+        shas = list(
+            (await s.scalars(_unreferenced_blobs(cutoff).where(BlobRow.sha256.in_(held)))).all()
+        )
     gone = [sha for sha in shas if await anyio.to_thread.run_sync(store.delete, sha)]
     if gone:
         await s.execute(delete(BlobRow).where(BlobRow.sha256.in_(gone)))

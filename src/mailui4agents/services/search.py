@@ -9,7 +9,11 @@ a term ending in `*` stays a prefix search.
 PostgreSQL: the GIN index over `to_tsvector(…, subject || ' ' || body)` with
 `simple` + `unaccent` (migration 0009, db/fts.py). Each term becomes its own
 `plainto_tsquery` (plain text, never tsquery syntax) or, ending in `*`, a quoted
-lexeme with `:*`; the terms are AND-ed, and the snippet is cut in Python
+lexeme with `:*`; the terms are AND-ed, and `ts_headline` cuts the snippet.
+
+Both databases mark the words of the snippet themselves (FTS5's snippet(),
+PostgreSQL's ts_headline). Only a query of unspaced-script terms alone, which no
+full-text index can answer, and any other database get a snippet cut in Python
 (`make_snippet`).
 
 Scripts written without spaces (Chinese, Japanese, Thai) have no word boundaries
@@ -22,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, Text, and_, or_, select, text
+from sqlalchemy import ColumnElement, Integer, Text, and_, func, literal_column, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db import fts
@@ -86,22 +90,42 @@ def _substring(term: str, *, insensitive: bool) -> ColumnElement[bool]:
     )
 
 
-def _pg_match(fts_terms: list[str]) -> ColumnElement[bool]:
-    """`document @@ (q0 && q1 …)` over the indexed expression (db/fts.py)."""
-    parts: list[str] = []
-    params: dict[str, str] = {}
-    for i, term in enumerate(fts_terms):
+def _pg_query(fts_terms: list[str]) -> ColumnElement[Any]:
+    """`q0 && q1 …`: one tsquery per term (db/fts.py's configuration); the user's
+    text is a bound value, never tsquery syntax."""
+    config: ColumnElement[Any] = literal_column(f"'{fts.PG_CONFIG}'::regconfig")
+    parts: list[ColumnElement[Any]] = []
+    for term in fts_terms:
         prefix = term.endswith("*")
         core = term.rstrip("*")[1:-1].replace('""', '"')  # undo the FTS5 quoting
         if prefix:
             # A quoted tsquery lexeme: quotes doubled, backslashes escaped.
-            params[f"t{i}"] = "'" + core.replace("\\", "\\\\").replace("'", "''") + "':*"
-            parts.append(f"to_tsquery('{fts.PG_CONFIG}'::regconfig, :t{i})")
+            lexeme = "'" + core.replace("\\", "\\\\").replace("'", "''") + "':*"
+            parts.append(func.to_tsquery(config, lexeme))
         else:
-            params[f"t{i}"] = core
-            parts.append(f"plainto_tsquery('{fts.PG_CONFIG}'::regconfig, :t{i})")
-    clause = text(f"{fts.PG_DOCUMENT} @@ ({' && '.join(parts)})").bindparams(**params)
-    return clause  # type: ignore[return-value]
+            parts.append(func.plainto_tsquery(config, core))
+    query = parts[0]
+    for part in parts[1:]:
+        query = query.op("&&")(part)
+    return query
+
+
+def _pg_match(query: ColumnElement[Any]) -> ColumnElement[bool]:
+    """`document @@ query` over the indexed expression (db/fts.py): the planner
+    uses the GIN index only for this exact expression."""
+    return literal_column(fts.PG_DOCUMENT).op("@@")(query)
+
+
+def _pg_snippet(query: ColumnElement[Any]) -> ColumnElement[str]:
+    """The body's best fragment of about SNIPPET_TOKENS words with the query's
+    words marked, from PostgreSQL (ts_headline) as FTS5's snippet() on SQLite.
+    Without a hit in the body (the subject matched), its first words."""
+    options = (
+        f"StartSel={MARK}, StopSel={MARK}, MaxFragments=1, "
+        f"MaxWords={SNIPPET_TOKENS}, MinWords={SNIPPET_TOKENS - 1}"
+    )
+    config: ColumnElement[Any] = literal_column(f"'{fts.PG_CONFIG}'::regconfig")
+    return func.ts_headline(config, MailRow.body, query, options, type_=Text)
 
 
 def make_snippet(body: str, words: list[str]) -> str:
@@ -166,9 +190,13 @@ async def search(
             stmt = select(MailRow)
         conditions += [_substring(t, insensitive=False) for t in terms.substrings]
     elif dialect == "postgresql":
-        stmt = select(MailRow)
         if terms.fts:
-            conditions.append(_pg_match(terms.fts))
+            query = _pg_query(terms.fts)
+            fts_snippet = _pg_snippet(query)
+            stmt = select(MailRow, fts_snippet)
+            conditions.append(_pg_match(query))
+        else:
+            stmt = select(MailRow)
         conditions += [_substring(t, insensitive=False) for t in terms.substrings]
     else:  # any other database: a portable substring match
         stmt = select(MailRow)

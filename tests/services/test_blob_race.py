@@ -1,0 +1,206 @@
+"""The blob sweep racing an upload of the same bytes (services/blobs.py), on
+SQLite and on PostgreSQL. Transactions on one gateway's engine stand for two
+replicas: on PostgreSQL they run on two connections at once; on SQLite the one
+writer runs them one after the other, which is how it stays safe.
+
+- an upload that reuses an old unreferenced blob, still uncommitted while a
+  sweep runs: the sweep must not delete the file the upload now references;
+- a sweep that has deleted the file, still uncommitted while the upload runs:
+  the upload must end with a complete file and a row;
+- two uploads of the same new bytes at once: both succeed, one blob.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+
+import anyio
+import pytest
+from sqlalchemy import func, select, text
+
+from mailui4agents.app import start_gateway
+from mailui4agents.db.tables import AttachmentRow, BlobRow
+from mailui4agents.db.types import utcnow
+from mailui4agents.services import attachments, blobs
+from mailui4agents.services.blobs import BlobStore
+from mailui4agents.services.principals import Principal
+from mailui4agents.settings import Settings
+from mailui4agents.state import Gateway
+from mailui4agents.wire.models import AttachmentRef
+
+pytestmark = pytest.mark.anyio
+
+ANA = Principal("user", "ana-id", "ana")
+GRACE = timedelta(hours=48)
+DATA = b"the same bytes, uploaded again just as the sweep runs"
+
+
+@pytest.fixture
+async def gw(settings: Settings) -> AsyncIterator[Gateway]:
+    gateway, _ = await start_gateway(settings)
+    try:
+        yield gateway
+    finally:
+        await gateway.db.dispose()
+
+
+class WatchedStore(BlobStore):
+    """A store whose deletes are seen (`deleted`) and may be held (`hold`): the
+    sweep calls delete() in a worker thread, so holding it pauses the sweep
+    between deleting a file and deleting its row, inside its transaction."""
+
+    def __init__(self, store: BlobStore, *also: anyio.Event) -> None:
+        super().__init__(store.root, store.max_bytes)
+        self.deleted = anyio.Event()
+        self.also = also  # set too, on the first delete
+        self.hold: threading.Event | None = None
+        self._token = anyio.lowlevel.current_token()
+
+    def _seen(self) -> None:
+        for ev in (self.deleted, *self.also):
+            ev.set()
+
+    def delete(self, sha256: str) -> bool:
+        ok = super().delete(sha256)
+        anyio.from_thread.run_sync(self._seen, token=self._token)
+        if self.hold is not None:
+            assert self.hold.wait(30)
+        return ok
+
+
+async def written(gw: Gateway, data: bytes) -> blobs.BlobWriter:
+    writer = BlobStore.for_settings(gw.settings).writer()
+    await writer.write(data)
+    await writer.finish()
+    return writer
+
+
+async def old_unreferenced_blob(gw: Gateway) -> str:
+    """A blob no attachment uses, older than the grace: the next sweep's prey."""
+    writer = await written(gw, DATA)
+    async with gw.write() as s:
+        await blobs.put(s, writer, utcnow() - 2 * GRACE)
+    return writer.sha256
+
+
+async def upload(s: object, writer: blobs.BlobWriter) -> AttachmentRef:
+    return await attachments.create(
+        s,  # type: ignore[arg-type]
+        writer,
+        ANA,
+        filename="notes.txt",
+        content_type="text/plain",
+    )
+
+
+async def assert_intact(gw: Gateway, store: BlobStore, ref: AttachmentRef) -> None:
+    """The attachment's row, its blob's row and the complete file all exist."""
+    async with gw.read() as s:
+        att = await s.get(AttachmentRow, ref.attachment_id)
+        assert att is not None
+        assert await s.get(BlobRow, att.sha256) is not None, "the blob row is gone"
+    with store.open(att.sha256) as f:  # NotFound if the sweep deleted the file
+        assert f.read() == DATA
+
+
+async def waiting_on_a_lock(gw: Gateway, done: Callable[[], bool]) -> None:
+    """Until another connection of this database waits on a lock (PostgreSQL),
+    or `done()`. There is no event for "blocked": this polls, with a deadline."""
+    with anyio.fail_after(20):
+        while not done():
+            async with gw.read() as s:
+                n = await s.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND datname = current_database()"
+                    )
+                )
+            if n:
+                return
+            await anyio.sleep(0.01)
+
+
+async def test_a_sweep_during_an_upload_that_reuses_the_blob_keeps_its_file(
+    gw: Gateway,
+) -> None:
+    sha = await old_unreferenced_blob(gw)
+    moved = anyio.Event()  # the sweep ended, or deleted a file
+    store = WatchedStore(BlobStore.for_settings(gw.settings), moved)
+    writer = await written(gw, DATA)
+    outcome: list[BaseException | blobs.SweepResult] = []
+
+    async def sweep() -> None:
+        try:
+            async with gw.write() as s:
+                outcome.append(await blobs.sweep(s, store, utcnow(), GRACE))
+        except Exception as e:  # a sweep may fail; the upload's bytes must not
+            outcome.append(e)
+        moved.set()
+
+    async with anyio.create_task_group() as tg, gw.write() as s:
+        ref = await upload(s, writer)  # reuses the old blob; not committed yet
+        tg.start_soon(sweep)
+        if not gw.db.is_sqlite:
+            with anyio.fail_after(20):  # another replica's sweep runs now
+                await moved.wait()
+        # The upload committed (SQLite: the sweep ran only now, after it).
+    assert ref.sha256 == sha
+    await assert_intact(gw, store, ref)
+    assert not store.deleted.is_set(), outcome  # the blob was in use: never a candidate
+
+
+async def test_an_upload_during_a_sweep_that_deleted_the_blob_stores_it_again(
+    gw: Gateway,
+) -> None:
+    await old_unreferenced_blob(gw)
+    store = WatchedStore(BlobStore.for_settings(gw.settings))
+    store.hold = threading.Event()
+    writer = await written(gw, DATA)
+    refs: list[AttachmentRef] = []
+    results: list[blobs.SweepResult] = []
+
+    async def sweep() -> None:
+        async with gw.write() as s:  # never fails for the race (no FK violation)
+            results.append(await blobs.sweep(s, store, utcnow(), GRACE))
+
+    async def upload_now() -> None:
+        async with gw.write() as s:
+            refs.append(await upload(s, writer))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sweep)
+            with anyio.fail_after(20):
+                await store.deleted.wait()  # the file is gone, the sweep not committed
+            tg.start_soon(upload_now)  # waits for the sweep (the writer, or its row lock)
+            if not gw.db.is_sqlite:
+                await waiting_on_a_lock(gw, done=lambda: bool(refs))
+            store.hold.set()
+    finally:
+        store.hold.set()
+    assert [r.blobs for r in results] == [1]
+    [ref] = refs
+    await assert_intact(gw, store, ref)
+
+
+async def test_two_uploads_of_the_same_new_bytes_at_once_both_succeed(gw: Gateway) -> None:
+    one, two = await written(gw, DATA), await written(gw, DATA)
+    refs: list[AttachmentRef] = []
+
+    async def second() -> None:
+        async with gw.write() as s:
+            refs.append(await upload(s, two))
+
+    async with anyio.create_task_group() as tg, gw.write() as s:
+        refs.append(await upload(s, one))  # a new blob row, not committed yet
+        tg.start_soon(second)
+        if not gw.db.is_sqlite:
+            await waiting_on_a_lock(gw, done=lambda: bool(refs[1:]))
+    assert len(refs) == 2 and refs[0].sha256 == refs[1].sha256
+    store = BlobStore.for_settings(gw.settings)
+    for ref in refs:
+        await assert_intact(gw, store, ref)
+    async with gw.read() as s:
+        assert await s.scalar(select(func.count()).select_from(BlobRow)) == 1
