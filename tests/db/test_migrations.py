@@ -71,3 +71,27 @@ async def test_full_text_triggers_survive_every_migration(tmp_path: Path) -> Non
         names = {r[0] for r in rows}
     assert {"mails_fts_insert", "mails_fts_delete", "mails_fts_update"} <= names
     await db.dispose()
+
+
+def test_head_is_the_newest_migration_script() -> None:
+    """upgrade() skips Alembic on a database at migrate.HEAD: a new migration that
+    forgot to bump HEAD would never run on an existing installation's restart."""
+    assert migrate.head_revision() == migrate.newest_script_revision()
+
+
+async def test_a_database_behind_head_is_upgraded_on_start(tmp_path: Path) -> None:
+    """The negative control of the fast path: one revision behind → migrated."""
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'd.db'}")
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    previous = script.get_revision(migrate.HEAD).down_revision
+    assert isinstance(previous, str)
+
+    def up(conn: Connection) -> None:
+        command.upgrade(migrate.alembic_config(conn), previous)
+
+    async with db.writer.begin() as conn:
+        await conn.run_sync(up)
+    assert await migrate.current_revision(db) == previous
+    await migrate.upgrade(db)
+    assert await migrate.current_revision(db) == migrate.HEAD
+    await db.dispose()
