@@ -1,8 +1,8 @@
 """``agentmail permissions | approve | deny | answer | grants | revoke`` end to end.
 
 The real ``agentmail`` script runs as a subprocess against the real gateway
-(``gateway_process``). The agent's side is plain HTTP with the agent key, as a
-hook or bridge would do it: ana mails ``claude@/srv/shop.new`` to open a
+(one per module, ``shared_gateway``). The agent's side is plain HTTP with the agent key, as a
+hook or bridge would do it: ana mails ``claude-N@/srv/shop.new`` to open a
 session, claude asks in it, ana decides from the command line, and the agent
 reads the outcome back through ``GET /api/v1/agent/permissions/{id}``.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, copy_template
 
 from mailui4agents import testing
 from mailui4agents.cli import approvals
@@ -34,7 +34,6 @@ pytestmark = [pytest.mark.e2e]
 _SCRIPT = Path(sys.executable).with_name("agentmail")
 AGENTMAIL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mailui4agents.cli.main"]
 CLI_TIMEOUT = 30.0
-NEW_SESSION = "claude@/srv/shop.new"
 
 
 @dataclass
@@ -70,9 +69,14 @@ class Cli:
 
 @dataclass
 class World:
-    """The gateway, ana (CLI, logged in) and claude (an HTTP client with its key)."""
+    """The gateway, ana (CLI, logged in) and claude (an HTTP client with its key).
+
+    Every test gets its own person and agent (ana-N, claude-N) on the module's one
+    gateway, so it starts from a session, requests and grants no other test saw."""
 
     ana: Cli
+    ana_name: str  # unique per test: the module shares one gateway
+    agent_name: str
     claude_cli: Cli  # the same agent key, used to show the CLI refuses it
     agent: httpx.Client
     session_id: str
@@ -112,9 +116,32 @@ class World:
         return seen
 
 
+_PEOPLE = count(1)
+
+
+@pytest.fixture(scope="module")
+def shared_gateway(
+    tmp_path_factory: pytest.TempPathFactory, template_db: Path
+) -> Iterator[GatewayProcess]:
+    """One gateway for the module (its start is the dearest part of a test here)."""
+    data_dir = tmp_path_factory.mktemp("approvals") / "data"
+    copy_template(template_db, data_dir)
+    gp = GatewayProcess(
+        data_dir=data_dir,
+        env=testing.clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **testing.FAST_HASH_ENV),
+    )
+    gp.start()
+    try:
+        yield gp
+    finally:
+        gp.stop()
+
+
 @pytest.fixture
-def world(gateway_process: GatewayProcess, tmp_path: Path) -> Iterator[World]:
-    url = gateway_process.url
+def world(shared_gateway: GatewayProcess, tmp_path: Path) -> Iterator[World]:
+    url = shared_gateway.url
+    n = next(_PEOPLE)
+    ana_name, agent_name = f"ana-{n}", f"claude-{n}"
     with httpx.Client(base_url=url, timeout=30) as http:
         login = {"username": "admin", "password": ADMIN_PASSWORD}
         admin = {
@@ -122,23 +149,23 @@ def world(gateway_process: GatewayProcess, tmp_path: Path) -> Iterator[World]:
         }
         r = http.post(
             "/api/v1/admin/users",
-            json={"username": "ana", "password": USER_PASSWORD},
+            json={"username": ana_name, "password": USER_PASSWORD},
             headers=admin,
         )
         assert r.status_code == 201, r.text
-        r = http.post("/api/v1/admin/agents", json={"name": "claude"}, headers=admin)
+        r = http.post("/api/v1/admin/agents", json={"name": agent_name}, headers=admin)
         assert r.status_code == 201, r.text
         key = r.json()["key"]
 
         # ana's stored token, as `agentmail login` leaves it (cli/auth.save_login), and
         # her first mail, both over HTTP: what is under test is deciding from the CLI.
-        login = {"username": "ana", "password": USER_PASSWORD}
+        login = {"username": ana_name, "password": USER_PASSWORD}
         token = http.post("/api/v1/auth/login", json=login).json()["token"]
         ana = Cli(url, tmp_path / "xdg-ana", {})
-        save_login(url, "ana", token, config_path({"XDG_CONFIG_HOME": str(ana.config_home)}))
+        save_login(url, ana_name, token, config_path({"XDG_CONFIG_HOME": str(ana.config_home)}))
         r = http.post(
             "/api/v1/mail",
-            json={"to": [NEW_SESSION], "subject": "Fix login", "body": "please"},
+            json={"to": [f"{agent_name}@/srv/shop.new"], "subject": "Fix login", "body": "please"},
             headers={"Authorization": f"Bearer {token}"},
         )
         assert r.status_code == 201, r.text
@@ -148,6 +175,8 @@ def world(gateway_process: GatewayProcess, tmp_path: Path) -> Iterator[World]:
     ) as agent:
         yield World(
             ana=ana,
+            ana_name=ana_name,
+            agent_name=agent_name,
             claude_cli=Cli(url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": key}),
             agent=agent,
             session_id=sent["session_id"],
@@ -168,7 +197,7 @@ def test_permissions_lists_the_pending_request_with_agent_session_and_command(
 
     [line] = listing.splitlines()
     assert request["id"] in line
-    assert "claude" in line
+    assert world.agent_name in line
     assert world.session_alias in line
     assert "Bash: npm test -- --watch=false" in line
     assert [r["id"] for r in world.ana.json("permissions")] == [request["id"]]
@@ -198,11 +227,11 @@ def test_approve_with_a_note_reaches_the_agent(world: World) -> None:
     seen = world.seen_by_agent(request["id"])
     assert seen["status"] == "approved"
     assert seen["note"] == "go ahead, tests only"
-    assert seen["decided_by"] == "ana"
+    assert seen["decided_by"] == world.ana_name
     assert seen["grant_id"] is None
     assert world.ana.json("permissions") == []
     decided = world.ana.ok("permissions", "--decided").stdout
-    assert request["id"] in decided and "approved by ana" in decided
+    assert request["id"] in decided and f"approved by {world.ana_name}" in decided
 
 
 def test_deciding_twice_is_a_gateway_error_on_stderr_exit_1(world: World) -> None:
@@ -446,36 +475,36 @@ def test_grant_text_says_what_the_pattern_covers(grant: dict[str, Any], text: st
 
 
 def test_deciders_lists_the_owner_and_an_owner_adds_and_removes_one(
-    world: World, gateway_process: GatewayProcess, tmp_path: Path
+    world: World, tmp_path: Path
 ) -> None:
+    ana, dora = world.ana_name, f"dora-{world.ana_name}"
     owners = world.ana.json("deciders", world.session_id)
-    assert [(d["name"], d["role"]) for d in owners] == [("ana", "owner")]
-    admin = Cli(gateway_process.url, tmp_path / "xdg-admin", {})
+    assert [(d["name"], d["role"]) for d in owners] == [(ana, "owner")]
+    admin = Cli(world.ana.url, tmp_path / "xdg-admin", {})
     admin.ok("login", "--username", "admin", "--password", ADMIN_PASSWORD)
-    admin.ok("user", "add", "dora", "--password", USER_PASSWORD)
-    added = world.ana.json("deciders", world.session_id, "--add", "dora")
-    assert [(d["name"], d["role"]) for d in added] == [("ana", "owner"), ("dora", "decider")]
+    admin.ok("user", "add", dora, "--password", USER_PASSWORD)
+    added = world.ana.json("deciders", world.session_id, "--add", dora)
+    assert [(d["name"], d["role"]) for d in added] == [(ana, "owner"), (dora, "decider")]
     # The admin reads the session but is no owner: it cannot name deciders.
     refused = admin("deciders", world.session_id, "--add", "admin")
     assert refused.returncode != 0
     assert "owners" in refused.stderr
-    out = world.ana.ok("deciders", world.session_id, "--remove", "dora").stdout
-    assert out.split() == ["ana", "owner"]
+    out = world.ana.ok("deciders", world.session_id, "--remove", dora).stdout
+    assert out.split() == [ana, "owner"]
 
 
-def test_agent_owners_are_shown_and_changed_by_an_admin(
-    world: World, gateway_process: GatewayProcess, tmp_path: Path
-) -> None:
-    admin = Cli(gateway_process.url, tmp_path / "xdg-admin", {})
+def test_agent_owners_are_shown_and_changed_by_an_admin(world: World, tmp_path: Path) -> None:
+    ana, claude, pi = world.ana_name, world.agent_name, f"pi-{world.ana_name}"
+    admin = Cli(world.ana.url, tmp_path / "xdg-admin", {})
     admin.ok("login", "--username", "admin", "--password", ADMIN_PASSWORD)
-    assert [o["username"] for o in admin.json("agent", "owners", "claude")] == ["admin"]
-    after = admin.json("agent", "owners", "claude", "--add", "ana")
-    assert sorted(o["username"] for o in after) == ["admin", "ana"]
-    assert [
-        o["username"] for o in admin.json("agent", "owners", "claude", "--remove", "admin")
-    ] == ["ana"]
-    created = admin.json("agent", "add", "pi", "--owner", "ana")
-    assert created["name"] == "pi"
-    assert [o["username"] for o in admin.json("agent", "owners", "pi")] == ["ana"]
+    assert [o["username"] for o in admin.json("agent", "owners", claude)] == ["admin"]
+    after = admin.json("agent", "owners", claude, "--add", ana)
+    assert sorted(o["username"] for o in after) == ["admin", ana]
+    assert [o["username"] for o in admin.json("agent", "owners", claude, "--remove", "admin")] == [
+        ana
+    ]
+    created = admin.json("agent", "add", pi, "--owner", ana)
+    assert created["name"] == pi
+    assert [o["username"] for o in admin.json("agent", "owners", pi)] == [ana]
     # A person who is not an admin cannot see or change owners.
-    assert world.ana("agent", "owners", "claude").returncode != 0
+    assert world.ana("agent", "owners", claude).returncode != 0
