@@ -12,8 +12,11 @@ if ! bash scripts/install-agent-clis.sh; then
   echo "warning: could not install the agent CLIs; their tests will skip" >&2
 fi
 bash scripts/install-test-deps.sh  # system Chromium and axe-core for tests/web
+# Two worker processes (pytest-xdist) for the machine's 2 cores; each test module
+# stays on one worker (--dist loadscope) so a module's shared gateway starts once.
+# PYTEST_WORKERS=0 runs everything in this one process.
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadscope "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
