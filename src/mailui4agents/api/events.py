@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human, bearer_token
+from mailui4agents.db.tables import EventRow
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.events import log
 from mailui4agents.events.hub import Subscription, sse_frame
@@ -108,13 +109,7 @@ class EventStream(Response):
 
     async def _frames(self, sub: Subscription) -> AsyncIterator[bytes]:
         gw, settings = self._gw, self._gw.settings
-        async with gw.read() as s:
-            head = await log.last_id(s)
-            if isinstance(self._until, _Unknown):
-                found = await identity.authenticate_until(s, self._token)
-                sub.until = None if found is None else found[1]
-            else:
-                sub.until = self._until
+        head = await self._head_and_until(sub)
         after = self._after
         reset: ResetEvent | None = None
         if after is None:
@@ -142,8 +137,7 @@ class EventStream(Response):
                 sub.reread = False
                 sub.rows.clear()
                 while True:
-                    async with gw.read() as s:
-                        rows = await log.since(s, sub.principal, after, settings.sse_batch)
+                    rows = await _since(gw, sub.principal, after)
                     if rows:
                         after = rows[-1].id
                         yield b"".join(sse_frame(r.id, r.type, r.data) for r in rows)
@@ -171,6 +165,21 @@ class EventStream(Response):
             sub.wake.clear()
             if not (sub.rows or sub.reread or sub.recheck or sub.ping or sub.closed):
                 await sub.wake.wait()  # no timer per stream: the hub's clock wakes it
+
+    async def _head_and_until(self, sub: Subscription) -> int:
+        # Not inline in _frames: a held stream's frame would keep the closed session.
+        async with self._gw.read() as s:
+            if isinstance(self._until, _Unknown):
+                found = await identity.authenticate_until(s, self._token)
+                sub.until = None if found is None else found[1]
+            else:
+                sub.until = self._until
+            return await log.last_id(s)
+
+
+async def _since(gw: Gateway, principal: str, after: int) -> list[EventRow]:
+    async with gw.read() as s:
+        return await log.since(s, principal, after, gw.settings.sse_batch)
 
 
 class _Unknown:
