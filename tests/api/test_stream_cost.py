@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import event
 
 from mailui4agents.client.sse import SSEParser
+from mailui4agents.events.hub import EventHub, Subscription
 from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, Api, fast_settings
 from tests.live_app import LiveApp, live_app
 
@@ -144,6 +145,20 @@ async def test_log_reads_per_commit_do_not_grow_with_the_number_of_open_streams(
     assert one.token_checks == many.token_checks == 0
 
 
+def on_unsubscribe(hub: EventHub, principal: str) -> threading.Event:
+    """Set when a stream of `principal` leaves the hub (on the gateway's thread)."""
+    left = threading.Event()
+    original = hub.unsubscribe
+
+    def unsubscribe(sub: Subscription) -> None:
+        original(sub)
+        if sub.principal == principal:
+            left.set()
+
+    hub.unsubscribe = unsubscribe  # type: ignore[method-assign]
+    return left
+
+
 async def test_a_held_stream_gets_keep_alives_and_leaves_the_hub_with_its_client(
     tmp_path: Path,
 ) -> None:
@@ -151,6 +166,7 @@ async def test_a_held_stream_gets_keep_alives_and_leaves_the_hub_with_its_client
     stream's one helper task (api/events.py): no timer or task of sse-starlette."""
     with live_app(fast_settings(tmp_path, sse_ping_s=1)) as served:
         hub = served.gateway.hub
+        left = on_unsubscribe(hub, "agent:pinged")
         async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
             api = Api(http)
             await api.login("admin", ADMIN_PASSWORD)
@@ -170,11 +186,8 @@ async def test_a_held_stream_gets_keep_alives_and_leaves_the_hub_with_its_client
                             break
                 assert seen.startswith(b": connected\r\nid: ")
                 assert hub.connected("agent:pinged") == 1
-        # No event tells the test that the gateway saw the disconnect: poll the
-        # hub with a deadline.
-        with anyio.fail_after(10):
-            while hub.connected("agent:pinged"):
-                await anyio.sleep(0.02)
+        assert await anyio.to_thread.run_sync(left.wait, 10)
+        assert hub.connected("agent:pinged") == 0
 
 
 async def test_a_key_revoked_behind_the_gateways_back_ends_its_stream_on_the_shared_recheck(
@@ -190,7 +203,9 @@ async def test_a_key_revoked_behind_the_gateways_back_ends_its_stream_on_the_sha
             await api.login("admin", ADMIN_PASSWORD)
             revoked, kept = await api.agent("gone"), await api.agent("stays")
             async with streams(served.url, revoked, 1), streams(served.url, kept, 1):
-                before = served.gateway.hub.token_checks
+                hub = served.gateway.hub
+                before = hub.token_checks
+                left = on_unsubscribe(hub, "agent:gone")
                 db = sqlite3.connect(settings.data_dir / "agentmail.db")
                 with db:
                     db.execute(
@@ -198,10 +213,6 @@ async def test_a_key_revoked_behind_the_gateways_back_ends_its_stream_on_the_sha
                         " WHERE agent_id = (SELECT id FROM agents WHERE name = 'gone')"
                     )
                 db.close()
-                # No event marks the re-check: poll the hub with a deadline.
-                hub = served.gateway.hub
-                with anyio.fail_after(15):
-                    while hub.connected("agent:gone"):
-                        await anyio.sleep(0.05)
+                assert await anyio.to_thread.run_sync(left.wait, 15)
                 assert hub.token_checks > before
                 assert hub.connected("agent:stays") == 1
