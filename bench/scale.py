@@ -191,7 +191,7 @@ def seed(db_path: Path, mails: int, sessions: int, users: int, agents: int) -> d
             )
             for pos, (name, human, role) in enumerate(recipients):
                 read = when if rng.random() < 0.8 else None
-                rrows.append((seq, name, human, role, pos, read))
+                rrows.append((seq, sid, name, human, role, pos, read))
                 erows.append((f"{'user' if human else 'agent'}:{name}", "new_mail", data, when))
         db.executemany(
             "INSERT INTO mails (seq, id, session_id, from_name, from_human, subject, body,"
@@ -199,8 +199,8 @@ def seed(db_path: Path, mails: int, sessions: int, users: int, agents: int) -> d
             mrows,
         )
         db.executemany(
-            "INSERT INTO mail_recipients (mail_seq, name, is_human, role, position, read_at)"
-            " VALUES (?,?,?,?,?,?)",
+            "INSERT INTO mail_recipients (mail_seq, session_id, name, is_human, role, position,"
+            " read_at) VALUES (?,?,?,?,?,?,?)",
             rrows,
         )
         db.executemany(

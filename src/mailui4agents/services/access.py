@@ -46,16 +46,14 @@ OWNER, DECIDER = "owner", "decider"
 def sessions_of(name: str, session_id: str | None = None) -> Select[Any]:
     """The ids of the sessions `name` sent or received mail in, or decides in.
     With `session_id`, only that one (a cheap membership test)."""
+    # Each part is read from an index alone (migration 0012): (from_name,
+    # session_id) on mails, (name, session_id) on mail_recipients.
     sent = select(MailRow.session_id).where(MailRow.from_name == name)
-    got = (
-        select(MailRow.session_id)
-        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
-        .where(RecipientRow.name == name)
-    )
+    got = select(RecipientRow.session_id).where(RecipientRow.name == name)
     decides = select(SessionDeciderRow.session_id).where(SessionDeciderRow.name == name)
     if session_id is not None:
         sent = sent.where(MailRow.session_id == session_id)
-        got = got.where(MailRow.session_id == session_id)
+        got = got.where(RecipientRow.session_id == session_id)
         decides = decides.where(SessionDeciderRow.session_id == session_id)
     return select(sent.union(got, decides).subquery().c.session_id)
 
