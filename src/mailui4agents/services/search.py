@@ -36,7 +36,6 @@ from sqlalchemy import (
     or_,
     select,
     table,
-    text,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
