@@ -65,7 +65,11 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     await migrate.upgrade(db)
     hasher = identity.password_hasher(settings.argon2_time_cost, settings.argon2_memory_kib)
     hub = EventHub(
-        max_queue=settings.sse_queue_max, batch=settings.sse_batch, poll_s=settings.sse_ping_s
+        max_queue=settings.sse_queue_max,
+        batch=settings.sse_batch,
+        poll_s=settings.sse_ping_s,
+        ping_s=settings.sse_ping_s,
+        recheck_s=settings.sse_token_recheck_s,
     )
     gw = Gateway(
         settings=settings,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 import anyio
 from argon2 import PasswordHasher
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.engine import Database
 from mailui4agents.events import log
 from mailui4agents.events.hub import EventHub, LiveEvent
+from mailui4agents.services import identity
 from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 
@@ -51,7 +53,11 @@ class Gateway:
             async with self.read() as s:
                 return await log.last_id(s)
 
-        self.hub.attach(read_after, read_head)
+        async def check_tokens(tokens: set[str]) -> dict[str, datetime | None]:
+            async with self.read() as s:
+                return await identity.tokens_until(s, tokens)
+
+        self.hub.attach(read_after, read_head, check_tokens)
 
     def read(self) -> AbstractAsyncContextManager[AsyncSession]:
         return self.db.read()

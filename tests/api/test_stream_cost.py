@@ -6,6 +6,7 @@ real gateway (uvicorn in a thread), not timed."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ import pytest
 from sqlalchemy import event
 
 from mailui4agents.client.sse import SSEParser
+from mailui4agents.events.hub import EventHub, Subscription
 from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, Api, fast_settings
 from tests.live_app import LiveApp, live_app
 
@@ -141,3 +143,76 @@ async def test_log_reads_per_commit_do_not_grow_with_the_number_of_open_streams(
     assert 1 <= one.log_reads <= commits
     assert 1 <= many.log_reads <= commits, many.log_reads
     assert one.token_checks == many.token_checks == 0
+
+
+def on_unsubscribe(hub: EventHub, principal: str) -> threading.Event:
+    """Set when a stream of `principal` leaves the hub (on the gateway's thread)."""
+    left = threading.Event()
+    original = hub.unsubscribe
+
+    def unsubscribe(sub: Subscription) -> None:
+        original(sub)
+        if sub.principal == principal:
+            left.set()
+
+    hub.unsubscribe = unsubscribe  # type: ignore[method-assign]
+    return left
+
+
+async def test_a_held_stream_gets_keep_alives_and_leaves_the_hub_with_its_client(
+    tmp_path: Path,
+) -> None:
+    """The keep-alive comes from the hub's clock and the disconnect from the
+    stream's one helper task (api/events.py): no timer or task of sse-starlette."""
+    with live_app(fast_settings(tmp_path, sse_ping_s=1)) as served:
+        hub = served.gateway.hub
+        left = on_unsubscribe(hub, "agent:pinged")
+        async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+            api = Api(http)
+            await api.login("admin", ADMIN_PASSWORD)
+            key = await api.agent("pinged")
+            headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream"}
+            async with (
+                httpx.AsyncClient(base_url=served.url, timeout=None) as client,
+                client.stream("GET", "/api/v1/agent/events", headers=headers) as r,
+            ):
+                assert r.status_code == 200
+                assert r.headers["content-type"].startswith("text/event-stream")
+                seen = b""
+                with anyio.fail_after(10):
+                    async for chunk in r.aiter_raw():
+                        seen += chunk
+                        if b": ping\r\n\r\n" in seen:
+                            break
+                assert seen.startswith(b": connected\r\nid: ")
+                assert hub.connected("agent:pinged") == 1
+        assert await anyio.to_thread.run_sync(left.wait, 10)
+        assert hub.connected("agent:pinged") == 0
+
+
+async def test_a_key_revoked_behind_the_gateways_back_ends_its_stream_on_the_shared_recheck(
+    tmp_path: Path,
+) -> None:
+    """As another gateway process would (no in-process recheck): the hub's one
+    re-check of all open streams' tokens (identity.tokens_until) ends the stream
+    of the revoked key and keeps the other agent's."""
+    settings = fast_settings(tmp_path, sse_token_recheck_s=0.5)
+    with live_app(settings) as served:
+        async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+            api = Api(http)
+            await api.login("admin", ADMIN_PASSWORD)
+            revoked, kept = await api.agent("gone"), await api.agent("stays")
+            async with streams(served.url, revoked, 1), streams(served.url, kept, 1):
+                hub = served.gateway.hub
+                before = hub.token_checks
+                left = on_unsubscribe(hub, "agent:gone")
+                db = sqlite3.connect(settings.data_dir / "agentmail.db")
+                with db:
+                    db.execute(
+                        "UPDATE agent_keys SET revoked_at = '2026-01-01 00:00:00.000000'"
+                        " WHERE agent_id = (SELECT id FROM agents WHERE name = 'gone')"
+                    )
+                db.close()
+                assert await anyio.to_thread.run_sync(left.wait, 15)
+                assert hub.token_checks > before
+                assert hub.connected("agent:stays") == 1

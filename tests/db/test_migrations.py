@@ -4,6 +4,7 @@ production gateway from starting)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -94,4 +95,32 @@ async def test_a_database_behind_head_is_upgraded_on_start(tmp_path: Path) -> No
     assert await migrate.current_revision(db) == previous
     await migrate.upgrade(db)
     assert await migrate.current_revision(db) == migrate.HEAD
+    await db.dispose()
+
+
+async def test_0012_gives_existing_recipient_rows_their_mails_session(tmp_path: Path) -> None:
+    """Rows written before 0012 get the session of their mail: membership
+    (services/access.sessions_of) reads it, a NULL would hide a session."""
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'd.db'}")
+
+    def up_to(rev: str) -> Callable[[Connection], None]:
+        return lambda conn: command.upgrade(migrate.alembic_config(conn), rev)
+
+    async with db.writer.begin() as conn:
+        await conn.run_sync(up_to("0011"))
+        for sql in (
+            "INSERT INTO sessions (id, alias_manual, workspace, status, permission_mode,"
+            " permission_enforcement, hop_limit, created_by, created_at)"
+            " VALUES ('s1', 0, '/w', 'active', 'workspace', 'advisory', 5, 'ana', '2026-01-01')",
+            "INSERT INTO mails (seq, id, session_id, from_name, from_human, subject, body,"
+            " type, relay, created_at) VALUES (7, 'm7', 's1', 'ana', 1, 's', 'b', 'message',"
+            " 0, '2026-01-01')",
+            "INSERT INTO mail_recipients (mail_seq, name, is_human, role, position)"
+            " VALUES (7, 'claude', 0, 'to', 0)",
+        ):
+            await conn.exec_driver_sql(sql)
+    async with db.writer.begin() as conn:
+        await conn.run_sync(up_to("0012"))
+        rows = (await conn.exec_driver_sql("SELECT session_id FROM mail_recipients")).all()
+    assert [tuple(r) for r in rows] == [("s1",)]
     await db.dispose()

@@ -4,6 +4,9 @@ falls back to the stream's own read, and the cursor set from the log head."""
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
+
 import anyio
 import pytest
 
@@ -107,3 +110,43 @@ async def test_a_commit_without_a_wake_up_is_read_by_the_poll() -> None:
         await settle(hub, 2, log)
         assert [r.id for r in sub.rows] == [1]
         hub.close()
+
+
+async def test_the_tokens_of_all_open_streams_are_rechecked_in_one_call() -> None:
+    """No stream re-checks its own token on a timer (5,000 streams made 333 reads a
+    second): the hub asks once for all of them; only a stream whose token failed
+    re-checks it itself (and ends), the others learn their token's end."""
+    log = FakeLog()
+    calls: list[set[str]] = []
+    until = datetime(2030, 1, 1, tzinfo=UTC)
+
+    async def check(tokens: set[str]) -> dict[str, datetime | None]:
+        calls.append(set(tokens))
+        return {t: until for t in tokens if t != "revoked"}
+
+    hub = EventHub()
+    hub.attach(log.after, log.head, check)
+    subs = [await hub.subscribe("agent:a") for _ in range(3)]
+    for sub, token in zip(subs, ("good", "good", "revoked"), strict=True):
+        sub.token = token
+    await hub.recheck_tokens()
+    assert calls == [{"good", "revoked"}] and hub.token_checks == 1
+    assert [s.recheck for s in subs] == [False, False, True]
+    assert [s.wake.is_set() for s in subs] == [False, False, True]
+    assert subs[0].until == subs[1].until == until
+
+
+async def test_the_clock_raises_keep_alives_and_a_drain_ends_every_stream() -> None:
+    log = FakeLog()
+    hub = EventHub(ping_s=60)
+    hub.attach(log.after, log.head)
+    due, later = await hub.subscribe("agent:a"), await hub.subscribe("agent:b")
+    due.next_ping, later.next_ping = 0.0, math.inf
+    hub.tick()
+    assert due.ping and due.wake.is_set() and due.next_ping > 0
+    assert not later.ping and not later.wake.is_set()
+    hub.drain()
+    hub.tick()
+    assert due.closed and later.closed and later.wake.is_set()
+    with pytest.raises(RuntimeError):
+        await hub.subscribe("agent:c")  # a draining gateway opens no new stream

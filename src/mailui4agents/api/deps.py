@@ -40,9 +40,13 @@ async def principal(request: Request, gw: GatewayDep) -> Principal:
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthorized("missing 'Authorization: Bearer <token>' header")
     async with gw.read() as s:
-        who = await identity.authenticate(s, token.strip())
-    if who is None:
+        found = await identity.authenticate_until(s, token.strip())
+    if found is None:
         raise _unauthorized("invalid or revoked token")
+    who = found[0]
+    # An event stream ends when its token does: it takes the end from here
+    # rather than looking the token up again (api/events.py).
+    request.state.token_until = (token.strip(), found[1])
     claimed = request.headers.get("x-agent-name") or request.query_params.get("agent")
     if who.kind == "agent" and claimed and claimed != who.name:
         raise forbidden(f"this key is bound to agent '{who.name}', not '{claimed}'")

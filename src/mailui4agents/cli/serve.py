@@ -70,4 +70,16 @@ def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_le
         sys.stderr.flush()
 
     server.startup = startup  # type: ignore[method-assign]
+
+    # SIGINT/SIGTERM: open event streams end now, so the graceful shutdown does
+    # not wait out its timeout for them (api/events.py, events/hub.py).
+    original_exit = server.handle_exit
+
+    def handle_exit(sig: int, frame: object) -> None:
+        gw = getattr(app.state, "gateway", None)
+        if gw is not None:
+            gw.hub.drain()
+        original_exit(sig, frame)  # type: ignore[arg-type]
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
     server.run()

@@ -115,6 +115,8 @@ class MailRow(Base):
     __tablename__ = "mails"
     __table_args__ = (
         Index("ix_mails_session_id_seq", "session_id", "seq"),
+        # The sessions a name sent mail in, from the index alone (access.sessions_of).
+        Index("ix_mails_from_name_session_id", "from_name", "session_id"),
         # Relay keys are idempotency keys of one sender: another agent's key must
         # neither collide with nor reveal anything about this one's.
         UniqueConstraint("from_name", "relay_key"),
@@ -145,6 +147,8 @@ class RecipientRow(Base):
         # services/mail.inbox orders by mail_recipients.mail_seq (bench/scale.py).
         Index("ix_mail_recipients_name_mail_seq", "name", "mail_seq"),
         Index("ix_mail_recipients_name_read_at_mail_seq", "name", "read_at", "mail_seq"),
+        # The sessions a name received mail in, from the index alone (access.sessions_of).
+        Index("ix_mail_recipients_name_session_id", "name", "session_id"),
     )
     id: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
     mail_seq: Mapped[int] = mapped_column(ForeignKey("mails.seq", ondelete="CASCADE"))
@@ -153,6 +157,9 @@ class RecipientRow(Base):
     role: Mapped[str] = mapped_column(String(4))  # "to" | "cc"
     position: Mapped[int] = mapped_column(Integer)
     read_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The mail's session, copied (a mail never changes session): membership
+    # without a look-up of every mail (migration 0012). Always written.
+    session_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
 
 class ReadLogRow(Base):

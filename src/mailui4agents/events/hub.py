@@ -8,6 +8,11 @@ when it opens (replay from Last-Event-ID) and when the hub tells it to (its
 queue overflowed, or the shared read failed): a missed hand-off costs a read,
 never an event. Token re-checks are asked for by revocations (`recheck`), not
 by events. See docs/design.md, "Events".
+
+Nothing here runs per stream on a timer: the hub's one-second clock raises each
+stream's keep-alive (`ping`) and token expiry, and re-checks the tokens of all
+open streams in one query every `recheck_s` (5,000 streams re-checking their own
+token every 15 s were 333 reads a second; bench/streams.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import json
 import logging
 import math
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -56,28 +61,51 @@ class LiveEvent:
 ReadAfter = Callable[[int, int], Awaitable[list[LiveEvent]]]
 # The newest id of the log (0 when empty).
 ReadHead = Callable[[], Awaitable[int]]
+# Of these tokens, the ones that still work, each with the time it stops (None:
+# until revoked). One query for all open streams.
+CheckTokens = Callable[[set[str]], Awaitable[dict[str, datetime | None]]]
 
 
 @dataclass(eq=False)
 class Subscription:
     """One open stream. The hub fills `rows`, sets `wake`, and raises `reread`
-    when the stream must read the log itself from its own cursor."""
+    when the stream must read the log itself from its own cursor. Small on
+    purpose (a list, not a deque; no task, no timer): there may be thousands."""
 
     principal: str
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    rows: deque[LiveEvent] = field(default_factory=deque)
+    rows: list[LiveEvent] = field(default_factory=list)
     reread: bool = True  # a new stream replays from the log first
     recheck: bool = False
     keep_rows: bool = True  # False: only woken (a long-poll that re-reads its row)
-    # The hub's clock raises `recheck` when the token expires (wall clock) or its
-    # periodic re-check is due (monotonic): streams wait without timers of their own.
+    # The hub hands this stream every row with an id above `covered` (None: not
+    # known, the stream must replay from the log).
+    covered: int | None = None
+    # The hub's clock raises `recheck` when the token expires (wall clock), and
+    # `ping` when a keep-alive is due (monotonic): streams have no timers of their
+    # own. `token` is re-checked with all the others' every recheck_s.
     until: datetime | None = None
-    next_check: float = math.inf
+    token: str | None = None
+    ping: bool = False
+    next_ping: float = math.inf
+    closed: bool = False  # the client left, or the gateway shuts down
 
 
 class EventHub:
-    def __init__(self, max_queue: int = 1000, batch: int = 500, poll_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        max_queue: int = 1000,
+        batch: int = 500,
+        poll_s: float = 15.0,
+        *,
+        ping_s: float = 15.0,
+        recheck_s: float = 15.0,
+    ) -> None:
         self._subs: dict[str, set[Subscription]] = defaultdict(set)
+        self.ping_s = ping_s
+        self._recheck_s = recheck_s
+        self._draining = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._max_queue = max_queue
         self._batch = batch
         # Also read every poll_s without a wake-up: a commit made by another
@@ -90,16 +118,24 @@ class EventHub:
         self._closed = False
         self._read_after: ReadAfter | None = None
         self._read_head: ReadHead | None = None
+        self._check_tokens: CheckTokens | None = None
         self.shared_reads = 0  # log reads done by the reader task (for tests and metrics)
+        self.token_checks = 0  # batched token re-checks (for tests and metrics)
 
     # -- streams -------------------------------------------------------------------
 
-    async def subscribe(self, principal: str, *, keep_rows: bool = True) -> Subscription:
+    async def subscribe(
+        self, principal: str, *, keep_rows: bool = True, reread: bool = True
+    ) -> Subscription:
         """Register a stream. Returned once the hub hands this stream every row
-        committed after the stream's next own read of the log (it must read the
-        log once, `reread` is True, before trusting `rows`). With `keep_rows`
-        False the subscription is only woken by its principal's new rows."""
-        sub = Subscription(principal, reread=keep_rows, keep_rows=keep_rows)
+        with an id above `sub.covered`; with `reread` (the default) the stream
+        must read the log once before trusting `rows`. A stream that starts at
+        or after `covered` may pass `reread=False` and never read the log: rows
+        are queued from now on. With `keep_rows` False the subscription is only
+        woken by its principal's new rows."""
+        if self._draining:
+            raise RuntimeError("the gateway is shutting down")
+        sub = Subscription(principal, reread=keep_rows and reread, keep_rows=keep_rows)
         self._subs[principal].add(sub)
         try:
             if self._cursor is None and self._read_head is not None:
@@ -110,6 +146,7 @@ class EventHub:
         except BaseException:
             self.unsubscribe(sub)
             raise
+        sub.covered = self._cursor
         return sub
 
     @asynccontextmanager
@@ -149,18 +186,59 @@ class EventHub:
 
     # -- the reader task ------------------------------------------------------------
 
-    def attach(self, read_after: ReadAfter, read_head: ReadHead) -> None:
+    def attach(
+        self, read_after: ReadAfter, read_head: ReadHead, check_tokens: CheckTokens | None = None
+    ) -> None:
         self._read_after = read_after
         self._read_head = read_head
+        self._check_tokens = check_tokens
 
     def tick(self) -> None:
-        """Raise `recheck` on streams whose token expired or whose re-check is due."""
+        """Raise `recheck` on streams whose token expired, `ping` on those due a
+        keep-alive, `closed` on all of them once the gateway drains."""
         wall, mono = utcnow(), time.monotonic()
         for subs in self._subs.values():
             for sub in subs:
-                if mono >= sub.next_check or (sub.until is not None and wall >= sub.until):
+                if sub.until is not None and wall >= sub.until:
                     sub.recheck = True
                     sub.wake.set()
+                if mono >= sub.next_ping:
+                    sub.ping = True
+                    sub.next_ping = mono + self.ping_s
+                    sub.wake.set()
+                if self._draining and not sub.closed:
+                    sub.closed = True
+                    sub.wake.set()
+
+    def drain(self) -> None:
+        """The gateway is shutting down: every stream ends and new ones are
+        refused. Safe to call from a signal handler (the streams are woken from
+        the event loop, at the latest by the next tick)."""
+        self._draining = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.tick)
+
+    async def recheck_tokens(self) -> None:
+        """One query for the tokens of all open streams: a stream whose token no
+        longer works re-checks it itself (and ends); the others only learn their
+        token's current end (another gateway process may have shortened it)."""
+        if self._check_tokens is None:
+            return
+        subs = [sub for subs in self._subs.values() for sub in subs if sub.token is not None]
+        if not subs:
+            return
+        try:
+            valid = await self._check_tokens({sub.token for sub in subs if sub.token})
+        except Exception:
+            log.exception("shared token re-check failed; streams check their own")
+            valid = {}
+        self.token_checks += 1
+        for sub in subs:
+            if sub.token in valid:
+                sub.until = valid[sub.token]
+            else:
+                sub.recheck = True
+                sub.wake.set()
 
     def close(self) -> None:
         self._closed = True
@@ -171,8 +249,10 @@ class EventHub:
         A read in progress finishes (cancelling an aiosqlite call midway hangs
         its connection's close; see services/scheduler.py)."""
         assert self._read_after is not None, "attach() before run()"
+        self._loop = asyncio.get_running_loop()
         next_tick = time.monotonic() + TICK_S
         next_poll = time.monotonic() + self._poll_s
+        next_recheck = time.monotonic() + self._recheck_s
         while not self._closed:
             with anyio.move_on_after(max(next_tick - time.monotonic(), 0.0)):
                 await self._wake.wait()
@@ -180,6 +260,9 @@ class EventHub:
             if now >= next_tick:
                 self.tick()
                 next_tick = now + TICK_S
+            if now >= next_recheck:
+                next_recheck = now + self._recheck_s
+                await self.recheck_tokens()
             if now >= next_poll:
                 self._wake.set()
             if not self._wake.is_set():

@@ -66,7 +66,14 @@ async def deliver(
         await s.scalars(
             insert(RecipientRow).returning(RecipientRow),
             [
-                {"mail_seq": mail.seq, "name": n, "is_human": h, "role": role, "position": i}
+                {
+                    "mail_seq": mail.seq,
+                    "session_id": session.id,
+                    "name": n,
+                    "is_human": h,
+                    "role": role,
+                    "position": i,
+                }
                 for i, (n, h, role) in enumerate(recipients)
             ],
         ),

@@ -400,6 +400,41 @@ async def authenticate_until(
     return None
 
 
+async def tokens_until(s: AsyncSession, tokens: Iterable[str]) -> dict[str, datetime | None]:
+    """Of these bearer tokens, the ones that still work (as `authenticate_until`
+    would say), each with the time it stops working: a few queries for all of
+    them, however many (the hub re-checks every open stream's token at once)."""
+    now = utcnow()
+    agents = {hash_token(t): t for t in tokens if t.startswith(AGENT_KEY_PREFIX)}
+    users = {hash_token(t): t for t in tokens if t.startswith(USER_TOKEN_PREFIX)}
+    out: dict[str, datetime | None] = {}
+    for kind, by_digest in (("agent", agents), ("user", users)):
+        digests = list(by_digest)
+        for start in range(0, len(digests), 500):  # well within SQLite's variable limit
+            part = digests[start : start + 500]
+            if kind == "agent":
+                query = (
+                    select(AgentKeyRow.key_hash, AgentKeyRow.expires_at)
+                    .join(AgentRow, AgentKeyRow.agent_id == AgentRow.id)
+                    .where(
+                        AgentKeyRow.key_hash.in_(part),
+                        _active(AgentKeyRow.revoked_at, AgentKeyRow.expires_at, now),
+                    )
+                )
+            else:
+                query = (
+                    select(UserTokenRow.token_hash, UserTokenRow.expires_at)
+                    .join(UserRow, UserTokenRow.user_id == UserRow.id)
+                    .where(
+                        UserTokenRow.token_hash.in_(part),
+                        _active(UserTokenRow.revoked_at, UserTokenRow.expires_at, now),
+                    )
+                )
+            for digest, until in (await s.execute(query)).all():
+                out[by_digest[digest]] = until
+    return out
+
+
 # name -> "user" | "agent", per database engine. Names are never deleted nor
 # change kind (users and agents are only ever added), so a name once found keeps
 # its answer; a name not found is not remembered (it may be created later).

@@ -15,7 +15,6 @@ from typing import Any
 import anyio
 from fastapi import Request
 from fastapi.responses import StreamingResponse
-from sse_starlette import EventSourceResponse
 
 from mailui4agents.api import attachments as api_attachments
 from mailui4agents.api import events as api_events
@@ -352,7 +351,7 @@ async def event_head(gw: Gateway) -> int:
 
 async def event_stream(
     request: Request, gw: Gateway, who: Principal, token: str
-) -> EventSourceResponse:
+) -> api_events.EventStream:
     """The human SSE stream (the API's, with the cookie's token instead of a header)."""
     return await api_events.open_stream(request, gw, who, token)
 

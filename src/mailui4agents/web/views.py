@@ -15,7 +15,6 @@ from fastapi.responses import (
     RedirectResponse,
     Response,
 )
-from sse_starlette import EventSourceResponse
 
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.web import auth, data
@@ -471,7 +470,7 @@ async def events(request: Request) -> Response:
     if user is None:
         return JSONResponse({"error": {"code": "unauthorized", "message": "log in"}}, 401)
     try:
-        stream: EventSourceResponse = await data.event_stream(
+        stream: Response = await data.event_stream(
             request, gateway(request), user.principal, user.token
         )
     except data.Refusal as refusal:
