@@ -7,23 +7,40 @@ writer runs them one after the other, which is how it stays safe.
   sweep runs: the sweep must not delete the file the upload now references;
 - a sweep that has deleted the file, still uncommitted while the upload runs:
   the upload must end with a complete file and a row;
-- two uploads of the same new bytes at once: both succeed, one blob.
+- two uploads of the same new bytes at once: both succeed, one blob;
+- a mail (or calendar entry) attaching an old unreferenced upload, still
+  uncommitted while a sweep runs: the sweep must keep the attachment and its
+  bytes (and not fail);
+- a sweep that has deleted such an upload, still uncommitted while a mail
+  attaches it: the send gets a 400 naming `attachment_ids[0]` (never a 500),
+  and nothing of the mail is written.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 
 import anyio
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from mailui4agents.api.errors import status_of
 from mailui4agents.app import start_gateway
-from mailui4agents.db.tables import AttachmentRow, BlobRow
+from mailui4agents.db.tables import (
+    AttachmentRow,
+    BlobRow,
+    CalendarAttachmentRow,
+    CalendarEntryRow,
+    MailAttachmentRow,
+    MailRow,
+    UserRow,
+)
 from mailui4agents.db.types import utcnow
-from mailui4agents.services import attachments, blobs
+from mailui4agents.domain.errors import DomainError, Invalid
+from mailui4agents.services import attachments, blobs, calendar, mail
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
 from mailui4agents.settings import Settings
@@ -204,3 +221,135 @@ async def test_two_uploads_of_the_same_new_bytes_at_once_both_succeed(gw: Gatewa
         await assert_intact(gw, store, ref)
     async with gw.read() as s:
         assert await s.scalar(select(func.count()).select_from(BlobRow)) == 1
+
+
+# --- a mail attaching an old upload that no mail references yet ---------------
+
+
+async def old_unreferenced_attachment(gw: Gateway) -> AttachmentRef:
+    """Ana's upload of two days ago that no mail uses: the next sweep's prey."""
+    writer = await written(gw, DATA)
+    old = utcnow() - 2 * GRACE
+    async with gw.write() as s:
+        s.add_all(UserRow(id=f"{n}-id", username=n, password_hash="-") for n in ("ana", "bob"))
+        ref = await upload(s, writer)
+        await s.execute(
+            update(AttachmentRow)
+            .where(AttachmentRow.id == ref.attachment_id)
+            .values(created_at=old)
+        )
+        await s.execute(update(BlobRow).where(BlobRow.sha256 == ref.sha256).values(created_at=old))
+    return ref
+
+
+async def send_mail(gw: Gateway, s: AsyncSession, ref: AttachmentRef) -> None:
+    await mail.send_mail(
+        s,
+        gw.settings,
+        ANA,
+        to=["bob@/srv/shop.new"],
+        cc=[],
+        subject="the notes",
+        body="attached",
+        attachment_ids=[ref.attachment_id],
+    )
+
+
+async def schedule_mail(gw: Gateway, s: AsyncSession, ref: AttachmentRef) -> None:
+    draft = calendar.Draft(
+        to=["bob@/srv/shop.new"],
+        cc=[],
+        subject="the notes",
+        body="attached",
+        start_at=(utcnow() + timedelta(days=1)).isoformat(),
+        timezone="UTC",
+        rrule=None,
+        attachment_ids=[ref.attachment_id],
+    )
+    await calendar.create(s, gw.settings, ANA, draft)
+
+
+Attach = Callable[[Gateway, AsyncSession, AttachmentRef], Awaitable[None]]
+ATTACHES = pytest.mark.parametrize("attach", [send_mail, schedule_mail], ids=["mail", "calendar"])
+
+
+async def links(gw: Gateway) -> list[str]:
+    """The attachment ids that mails and calendar entries reference."""
+    async with gw.read() as s:
+        return [
+            *await s.scalars(select(MailAttachmentRow.attachment_id)),
+            *await s.scalars(select(CalendarAttachmentRow.attachment_id)),
+        ]
+
+
+@ATTACHES
+async def test_a_sweep_during_a_send_that_attaches_an_old_upload_keeps_it(
+    gw: Gateway, attach: Attach
+) -> None:
+    ref = await old_unreferenced_attachment(gw)
+    moved = anyio.Event()  # the sweep ended, or deleted a file
+    store = WatchedStore(BlobStore.for_settings(gw.settings), moved)
+    outcome: list[BaseException | blobs.SweepResult] = []
+
+    async def sweep() -> None:
+        try:
+            async with gw.write() as s:
+                outcome.append(await blobs.sweep(s, store, utcnow(), GRACE))
+        except Exception as e:  # a failed sweep is a red test, seen below
+            outcome.append(e)
+        moved.set()
+
+    async with anyio.create_task_group() as tg, gw.write() as s:
+        await attach(gw, s, ref)  # checked and linked, not committed yet
+        await s.flush()
+        tg.start_soon(sweep)  # another replica's sweep runs now
+        if not gw.db.is_sqlite:  # it ends, or waits for this send
+            await waiting_on_a_lock(gw, done=moved.is_set)
+        # The send commits (SQLite: the sweep runs only now, after it).
+    assert outcome == [blobs.SweepResult(attachments=0, blobs=0)], outcome
+    assert await links(gw) == [ref.attachment_id]
+    await assert_intact(gw, store, ref)
+    assert not store.deleted.is_set()
+
+
+@ATTACHES
+async def test_a_send_during_a_sweep_that_deleted_the_upload_is_refused_naming_the_field(
+    gw: Gateway, attach: Attach
+) -> None:
+    ref = await old_unreferenced_attachment(gw)
+    store = WatchedStore(BlobStore.for_settings(gw.settings))
+    store.hold = threading.Event()
+    results: list[blobs.SweepResult] = []
+    refused: list[DomainError] = []
+
+    async def sweep() -> None:
+        async with gw.write() as s:
+            results.append(await blobs.sweep(s, store, utcnow(), GRACE))
+
+    async def attach_now() -> None:
+        try:
+            async with gw.write() as s:
+                await attach(gw, s, ref)
+        except DomainError as e:  # anything else (an IntegrityError: a 500) fails the test
+            refused.append(e)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sweep)
+            with anyio.fail_after(20):
+                await store.deleted.wait()  # row and file gone, the sweep not committed
+            tg.start_soon(attach_now)  # waits for the sweep (the writer, or its row lock)
+            if not gw.db.is_sqlite:
+                await waiting_on_a_lock(gw, done=lambda: bool(refused))
+            store.hold.set()
+    finally:
+        store.hold.set()
+    assert results == [blobs.SweepResult(attachments=1, blobs=1)]
+    [err] = refused
+    assert isinstance(err, Invalid) and status_of(err) == 400
+    assert err.body()["error"]["field"] == "attachment_ids[0]"
+    assert ref.attachment_id in err.message
+    async with gw.read() as s:  # nothing of the refused mail or entry was written
+        assert await s.scalar(select(func.count()).select_from(MailRow)) == 0
+        assert await s.scalar(select(func.count()).select_from(CalendarEntryRow)) == 0
+    assert await links(gw) == []

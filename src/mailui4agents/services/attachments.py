@@ -103,7 +103,15 @@ async def check_for_send(
     a scope session attaches only its own uploads. Invalid names the first bad one."""
     if not ids:
         return []
-    found = await s.scalars(select(AttachmentRow).where(AttachmentRow.id.in_(set(ids))))
+    # Held FOR SHARE until the send commits (PostgreSQL; a no-op on SQLite): a
+    # sweep skips locked attachments, and an attachment a sweep has just deleted
+    # is waited for and then not found, a 400 below (services/blobs.py).
+    found = await s.scalars(
+        select(AttachmentRow)
+        .where(AttachmentRow.id.in_(set(ids)))
+        .with_for_update(read=True)
+        .execution_options(populate_existing=True)
+    )
     rows = {r.id: r for r in found}
     out: list[AttachmentRow] = []
     for i, aid in enumerate(ids):

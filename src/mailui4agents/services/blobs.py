@@ -15,6 +15,11 @@ checks them again once locked, before deleting any file. Each waits for the
 other, never both: the file is deleted only while no upload can place or reuse
 it, and an upload that waited finds the row gone and places the file anew.
 Identical new bytes uploaded at once insert their row ON CONFLICT DO NOTHING.
+An attachment is guarded the same way against a send (or calendar entry) that
+attaches it: the send holds its row FOR SHARE from its check until it commits
+(services/attachments.py, check_for_send); the sweep skips locked attachments
+and checks the rest again once locked, so a send that waited finds the row gone
+and is refused with a 400 naming `attachment_ids[i]`, never a 500.
 On SQLite the locks are no-ops.
 """
 
@@ -36,6 +41,7 @@ from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
 
 from mailui4agents.db.tables import (
     AttachmentRow,
@@ -235,6 +241,19 @@ async def anything_to_sweep(s: AsyncSession, now: datetime, grace: timedelta) ->
     return False
 
 
+async def _locked_again(
+    s: AsyncSession, key: InstrumentedAttribute[str], keys: list[str], unreferenced: Select[str]
+) -> list[str]:
+    """Of the candidates `keys`, those this sweep could lock FOR UPDATE (skipping
+    any a send or an upload holds) and that are still unreferenced, checked again
+    by a statement that sees what committed before the locks were taken."""
+    locked = select(key).where(key.in_(keys)).with_for_update(skip_locked=True)
+    held = list((await s.scalars(locked)).all())
+    if not held:
+        return []
+    return list((await s.scalars(unreferenced.where(key.in_(held)))).all())
+
+
 async def sweep(s: AsyncSession, store: BlobStore, now: datetime, grace: timedelta) -> SweepResult:
     """Delete what no mail needs any more and is older than `grace`.
 
@@ -245,21 +264,18 @@ async def sweep(s: AsyncSession, store: BlobStore, now: datetime, grace: timedel
     references (CALENDAR_HOLDS); done and cancelled entries let theirs go.
     """
     cutoff = now - grace
-    att_ids = list((await s.scalars(_unreferenced_attachments(cutoff))).all())
+    unused = _unreferenced_attachments(cutoff)
+    att_ids = list((await s.scalars(unused)).all())
+    if att_ids:  # a send or calendar entry attaching one holds it: skipped
+        att_ids = await _locked_again(s, AttachmentRow.id, att_ids, unused)
     if att_ids:
         await s.execute(
             delete(CalendarAttachmentRow).where(CalendarAttachmentRow.attachment_id.in_(att_ids))
         )
         await s.execute(delete(AttachmentRow).where(AttachmentRow.id.in_(att_ids)))
     shas = list((await s.scalars(_unreferenced_blobs(cutoff))).all())
-    if shas:
-        # Lock them, skipping any an upload holds; then check again, by a
-        # statement that sees what committed before the locks were taken.
-        locked = select(BlobRow.sha256).where(BlobRow.sha256.in_(shas))
-        held = list((await s.scalars(locked.with_for_update(skip_locked=True))).all())
-        shas = list(
-            (await s.scalars(_unreferenced_blobs(cutoff).where(BlobRow.sha256.in_(held)))).all()
-        )
+    if shas:  # an upload reusing one holds it: skipped
+        shas = await _locked_again(s, BlobRow.sha256, shas, _unreferenced_blobs(cutoff))
     gone = [sha for sha in shas if await anyio.to_thread.run_sync(store.delete, sha)]
     if gone:
         await s.execute(delete(BlobRow).where(BlobRow.sha256.in_(gone)))
