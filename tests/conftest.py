@@ -3,9 +3,10 @@ subprocesses for SSE, restarts and end-to-end scenarios."""
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,14 @@ import pytest
 from mailui4agents.app import create_app, start_gateway
 from mailui4agents.settings import Settings
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
-from tests.pg_fixtures import backends_for, pg_cluster, pg_database, pg_template  # noqa: F401
+from tests.pg_fixtures import (  # noqa: F401
+    backends_for,
+    fresh_database,
+    pg_cluster,
+    pg_database,
+    pg_database_from,
+    pg_template,
+)
 
 ADMIN_PASSWORD = "admin-password-for-tests"
 USER_PASSWORD = "user-password-for-tests"
@@ -67,12 +75,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path, db_backend: str, request: pytest.FixtureRequest) -> Settings:
-    if db_backend == "postgresql":
-        s = fast_settings(tmp_path, database_url=request.getfixturevalue("pg_database"))
+    return make_settings(request, tmp_path, db_backend)
+
+
+def make_settings(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str, **overrides: Any
+) -> Settings:
+    """Settings over a database no other test has touched: a fresh copy of the
+    migrated template, or of the test's snapshot if it uses one (`snapshot`).
+    A module that overrides `settings` calls this with its `overrides`."""
+    snap = _snapshot_of(request, backend, overrides)
+    if backend == "postgresql":
+        if snap is None:
+            url = request.getfixturevalue("pg_database")
+        else:
+            assert snap.database is not None
+            url = pg_database_from(request, snap.database)
+        s = fast_settings(tmp_path, database_url=url, **overrides)
+    else:
+        s = fast_settings(tmp_path, **overrides)
+    if snap is not None:
+        shutil.copytree(snap.data_dir, s.data_dir)
+    elif backend == "postgresql":
         s.data_dir.mkdir(parents=True)
-        return s
-    s = fast_settings(tmp_path)
-    copy_template(request.getfixturevalue("template_db"), s.data_dir)
+    else:
+        copy_template(request.getfixturevalue("template_db"), s.data_dir)
     return s
 
 
@@ -140,15 +167,113 @@ class Api:
         )
 
 
+# --- snapshots: a module's world, built once per backend, copied per test ---
+
+Build = Callable[[Api], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A world built over HTTP and saved: the data dir (SQLite: with its database
+    file), the PostgreSQL database used as a template (None on SQLite), the
+    tokens the world's principals logged in with (valid in every copy: they are
+    rows of the database) and what the build returned."""
+
+    data_dir: Path
+    database: str | None
+    tokens: dict[str, str]
+    value: Any
+    value_is_api: bool
+
+
+_BUILDS: dict[tuple[str, str], Build] = {}  # (module, fixture name) -> build
+_BUILT: dict[tuple[str, str, str, str], Snapshot] = {}  # + backend, settings overrides
+_IN_USE: dict[str, Snapshot] = {}  # test node id -> its snapshot
+
+
+def snapshot(build: Build) -> Any:
+    """A fixture, named like `build`, for a world that tests share as a starting
+    point but never as state: `build(api)` runs once per module and backend (on
+    the app of the test's settings, its admin logged in); each test that uses
+    the fixture then starts on a fresh copy of the database it left, with its
+    tokens in `api.tokens`, and gets a deep copy of what it returned (or the
+    test's own `api`, if it returned the api). The build must be deterministic
+    in what tests may rely on and keep its state in the database."""
+    name = build.__name__
+    _BUILDS[(build.__module__, name)] = build
+
+    @pytest.fixture(name=name)
+    def fixture(request: pytest.FixtureRequest, settings: Settings) -> Any:
+        snap = _IN_USE[request.node.nodeid]
+        if snap.value_is_api:
+            return request.getfixturevalue("api")
+        return copy.deepcopy(snap.value)
+
+    return fixture
+
+
+def _snapshot_of(
+    request: pytest.FixtureRequest, backend: str, overrides: dict[str, Any]
+) -> Snapshot | None:
+    """The snapshot the test starts from (built now if it is the first), or None."""
+    module = request.module.__name__
+    names = [n for n in request.fixturenames if (module, n) in _BUILDS]
+    if not names:
+        return None
+    assert len(names) == 1, f"a test starts from one snapshot, not {names}"
+    key = (module, names[0], backend, repr(sorted(overrides.items())))
+    snap = _BUILT.get(key)
+    if snap is None:
+        snap = _BUILT[key] = _build(request, _BUILDS[key[:2]], backend, overrides)
+    nodeid = request.node.nodeid
+    _IN_USE[nodeid] = snap
+    request.addfinalizer(lambda: _IN_USE.pop(nodeid, None))
+    return snap
+
+
+def _build(
+    request: pytest.FixtureRequest, build: Build, backend: str, overrides: dict[str, Any]
+) -> Snapshot:
+    root = request.getfixturevalue("tmp_path_factory").mktemp("snapshot")
+    database = None
+    if backend == "postgresql":
+        cluster = request.getfixturevalue("pg_cluster")
+        database = fresh_database(cluster, request.getfixturevalue("pg_template"))
+        settings = fast_settings(root, database_url=cluster.url(database), **overrides)
+        settings.data_dir.mkdir(parents=True)
+    else:
+        settings = fast_settings(root, **overrides)
+        copy_template(request.getfixturevalue("template_db"), settings.data_dir)
+
+    async def run() -> Snapshot:
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):  # its end disposes the engine
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+                a = Api(http)
+                await a.login("admin", ADMIN_PASSWORD)
+                value = await build(a)
+        is_api = value is a
+        return Snapshot(
+            settings.data_dir, database, dict(a.tokens), None if is_api else value, is_api
+        )
+
+    return anyio.run(run)
+
+
 @pytest.fixture
-async def api(settings: Settings) -> AsyncIterator[Api]:
+async def api(settings: Settings, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
     """The app in-process (httpx ASGI transport) over a real SQLite file."""
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
             a = Api(http)
-            await a.login("admin", ADMIN_PASSWORD)
+            snap = _IN_USE.get(request.node.nodeid)
+            if snap is None:
+                await a.login("admin", ADMIN_PASSWORD)
+            else:  # the snapshot's tokens are rows of this copy of its database
+                a.tokens.update(snap.tokens)
             yield a
 
 

@@ -85,6 +85,15 @@ def pg_database(pg_cluster: PgCluster, pg_template: str) -> Iterator[str]:
         pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def pg_database_from(request: pytest.FixtureRequest, template: str) -> str:
+    """Like `pg_database`, from another template (a snapshot, tests/conftest.py):
+    the URL of a fresh copy, dropped when the test ends."""
+    cluster: PgCluster = request.getfixturevalue("pg_cluster")
+    name = fresh_database(cluster, template)
+    request.addfinalizer(lambda: cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    return cluster.url(name)
+
+
 def _asyncpg_sql(sql: str) -> str:
     """sqlite3's `?` placeholders as asyncpg's `$1, $2, …`."""
     parts = sql.split("?")

@@ -12,7 +12,7 @@ import pytest
 
 from mailui4agents.app import create_app
 from mailui4agents.settings import Settings
-from tests.conftest import Api, fast_settings
+from tests.conftest import Api, make_settings, snapshot
 from tests.pg_fixtures import db_scalar
 
 pytestmark = pytest.mark.anyio
@@ -22,8 +22,8 @@ REPORT = b"quarterly numbers\n" * 100
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return fast_settings(tmp_path, attachment_max_bytes=LIMIT)
+def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    return make_settings(request, tmp_path, "sqlite", attachment_max_bytes=LIMIT)
 
 
 def is_human(api: Api, who: str) -> bool:
@@ -83,7 +83,7 @@ def db_count(settings: Settings, sql: str, *args: Any) -> int:
     return int(db_scalar(settings, sql, *args))
 
 
-@pytest.fixture
+@snapshot
 async def world(api: Api) -> dict[str, Any]:
     """ana mailed claude a report in /srv/shop; claude also works in /srv/other."""
     await api.user("ana")

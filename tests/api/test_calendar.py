@@ -14,7 +14,7 @@ from mailui4agents.app import create_app
 from mailui4agents.services import scheduler
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from tests.conftest import ADMIN_PASSWORD, Api
+from tests.conftest import ADMIN_PASSWORD, Api, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -80,8 +80,18 @@ def soon(minutes: int = 60) -> datetime:
     return (datetime.now(UTC) + timedelta(minutes=minutes)).replace(microsecond=0)
 
 
+@snapshot
+async def people(api: Api) -> dict[str, str]:
+    """Users ana and bob, agents claude and gemini in /srv/shop: their tokens."""
+    await api.user("ana")
+    await api.user("bob")
+    await api.agent("claude", ["/srv/shop"])
+    await api.agent("gemini", ["/srv/shop"])
+    return dict(api.tokens)
+
+
 @pytest.fixture
-async def cal(settings: Settings) -> AsyncIterator[Cal]:
+async def cal(settings: Settings, people: dict[str, str]) -> AsyncIterator[Cal]:
     # A long scheduler interval: the app's own loop runs once at start and then
     # stays out of the way; the tests drive delivery with their own clock.
     settings = settings.model_copy(update={"scheduler_interval_s": 3600.0})
@@ -89,13 +99,7 @@ async def cal(settings: Settings) -> AsyncIterator[Cal]:
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
-            a = Api(http)
-            await a.login("admin", ADMIN_PASSWORD)
-            await a.user("ana")
-            await a.user("bob")
-            await a.agent("claude", ["/srv/shop"])
-            await a.agent("gemini", ["/srv/shop"])
-            yield Cal(a, app.state.gateway)
+            yield Cal(Api(http, tokens=dict(people)), app.state.gateway)
 
 
 # --- one-off, late, exactly once -----------------------------------------------------

@@ -14,7 +14,7 @@ from mailui4agents.db.tables import PlatformSessionRow, ReadLogRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.state import Gateway
 from mailui4agents.wire.models import to_json
-from tests.conftest import Api
+from tests.conftest import Api, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +37,7 @@ async def sent(api: Api, sender: str, to: list[str], **extra: Any) -> dict[str, 
     return mail
 
 
-@pytest.fixture
+@snapshot
 async def people(api: Api) -> Api:
     await api.user("ana")
     await api.user("bob")

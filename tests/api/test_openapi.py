@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mailui4agents.app import create_app
@@ -57,14 +59,20 @@ CONTRACT = [
 ]
 
 
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    """The document, made once: building the app and its schema is the dear part,
+    and the tests only read it."""
+    openapi: dict[str, Any] = create_app(Settings()).openapi()
+    return openapi
+
+
 @pytest.mark.parametrize(("method", "path"), CONTRACT)
-def test_openapi_lists_each_contract_route(method: str, path: str) -> None:
-    doc = create_app(Settings()).openapi()
+def test_openapi_lists_each_contract_route(doc: dict[str, Any], method: str, path: str) -> None:
     assert method in doc["paths"].get(path, {}), f"{method.upper()} {path} missing"
 
 
-def test_strict_bodies_are_documented_with_their_fields() -> None:
-    doc = create_app(Settings()).openapi()
+def test_strict_bodies_are_documented_with_their_fields(doc: dict[str, Any]) -> None:
     body = doc["paths"]["/api/v1/mail"]["post"]["requestBody"]["content"]["application/json"]
     ref = body["schema"]["$ref"].rsplit("/", 1)[-1]
     schema = doc["components"]["schemas"][ref]

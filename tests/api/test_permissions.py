@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Api
+from tests.conftest import Api, snapshot
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
+@snapshot
 async def session(api: Api) -> dict[str, Any]:
     await api.agent("claude")
     await api.agent("codex")

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from mailui4agents.db.tables import ReadLogRow
 from mailui4agents.state import Gateway
-from tests.conftest import Api
+from tests.conftest import Api, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -54,15 +54,24 @@ def subjects(items: list[dict[str, Any]]) -> list[str]:
     return [m["subject"] for m in items]
 
 
-@pytest.fixture
-async def people(api: Api) -> Api:
+@snapshot
+async def world(api: Api) -> dict[str, str]:
+    """Agents claude and codex, users ana and bob; each agent's scope session."""
     await api.agent("claude")
     await api.agent("codex")
     await api.user("ana")
     await api.user("bob")
+    scopes = {}
     for agent in ("claude", "codex"):
         r = await api.send("bob", [f"{agent}@/srv/shop.new"], subject="scope", body="-")
-        SCOPES[agent] = r.json()["session_id"]
+        scopes[agent] = r.json()["session_id"]
+    return scopes
+
+
+@pytest.fixture
+def people(api: Api, world: dict[str, str]) -> Api:
+    SCOPES.clear()
+    SCOPES.update(world)  # this test's copy of the world (the ids differ per backend)
     return api
 
 

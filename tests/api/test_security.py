@@ -12,12 +12,12 @@ import pytest
 from mailui4agents.client.sse import SSEParser
 from mailui4agents.settings import Settings
 from tests.api.test_strict_input import writes_nothing
-from tests.conftest import Api
+from tests.conftest import Api, snapshot
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
+@snapshot
 async def world(api: Api) -> dict[str, str]:
     """Agents claude and codex, users ana and bob (not admins). Ana has one session
     with each agent; bob and the other agent are outside it."""

@@ -6,12 +6,12 @@ import pytest
 from sqlalchemy import select
 
 from mailui4agents.db.tables import ReadLogRow
-from tests.conftest import Api
+from tests.conftest import Api, snapshot
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
+@snapshot
 async def people(api: Api) -> Api:
     await api.agent("claude")
     await api.agent("pi")

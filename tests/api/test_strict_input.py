@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from mailui4agents.settings import Settings
-from tests.conftest import USER_PASSWORD, Api
+from tests.conftest import USER_PASSWORD, Api, snapshot
 from tests.pg_fixtures import db_all_rows
 
 pytestmark = pytest.mark.anyio
@@ -149,7 +149,7 @@ ENDPOINTS = {
 STRICT = [k for k in ENDPOINTS if k != "heartbeat"]
 
 
-@pytest.fixture
+@snapshot
 async def world(api: Api) -> dict[str, str]:
     """Agent claude, user ana, and one mail from ana that opened a session."""
     await api.agent("claude")

@@ -1,0 +1,67 @@
+"""The snapshot fixture of tests/conftest.py: a module's world is built once per
+backend, and every test starts on its own fresh copy of it, logged in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import Api, snapshot
+
+pytestmark = pytest.mark.anyio
+
+BUILDS: list[str] = []
+
+
+@snapshot
+async def world(api: Api) -> dict[str, Any]:
+    """User ana and agent claude; one mail from ana to claude."""
+    BUILDS.append("built")
+    await api.user("ana")
+    await api.agent("claude")
+    r = await api.send("ana", ["claude@/srv/shop.new"], subject="hello")
+    assert r.status_code == 201, r.text
+    return {"mail": r.json()["id"], "seen": []}
+
+
+async def users(api: Api) -> list[str]:
+    r = await api.http.get("/api/v1/admin/users", headers=api.auth("admin"))
+    assert r.status_code == 200, r.text
+    return sorted(u["username"] for u in r.json()["items"])
+
+
+@pytest.mark.parametrize("run", [1, 2, 3])
+async def test_each_test_starts_on_its_own_copy_of_the_world(
+    api: Api, world: dict[str, Any], run: int
+) -> None:
+    # What an earlier test wrote (bob, a read mark, the returned value) is not here.
+    assert await users(api) == ["admin", "ana"]
+    assert world["seen"] == []
+    r = await api.http.get("/api/v1/agent/inbox", headers=api.auth("claude"))
+    assert r.status_code == 200, r.text
+    assert [m["id"] for m in r.json()["items"]] == [world["mail"]]  # unread
+    # ...and what this one writes reaches no other test.
+    r = await api.http.post(
+        "/api/v1/agent/inbox/read", json={"mail_ids": [world["mail"]]}, headers=api.auth("claude")
+    )
+    assert r.status_code == 200, r.text
+    await api.user("bob")
+    world["seen"].append(run)
+    # Built once per backend, not per test.
+    assert 1 <= len(BUILDS) <= 2
+
+
+async def test_the_world_s_tokens_are_valid_without_logging_in_again(
+    api: Api, world: dict[str, Any]
+) -> None:
+    assert set(api.tokens) == {"admin", "ana", "claude"}
+    r = await api.http.get(f"/api/v1/mail/{world['mail']}", headers=api.auth("ana"))
+    assert r.status_code == 200, r.text
+    bad = {"Authorization": "Bearer am_user_not-a-token"}
+    assert (await api.http.get("/api/v1/mailbox", headers=bad)).status_code == 401
+
+
+async def test_a_test_without_the_snapshot_starts_on_the_empty_template(api: Api) -> None:
+    assert await users(api) == ["admin"]
+    assert set(api.tokens) == {"admin"}
