@@ -1,5 +1,8 @@
-"""Shared fixtures: an in-process app on a real SQLite file, and real gateway
-subprocesses for SSE, restarts and end-to-end scenarios."""
+"""Shared fixtures: an in-process app on a real SQLite file (or PostgreSQL
+database), and real gateway subprocesses for SSE, restarts and end-to-end scenarios.
+
+Every test starts on a database no other test has touched: a copy of the migrated
+template, or of its module's `@snapshot` world (built once per backend)."""
 
 from __future__ import annotations
 
