@@ -279,6 +279,41 @@ async def test_sigkill_one_replica_streams_resume_elsewhere_and_miss_nothing(
     assert streams[2].reconnects >= 1
 
 
+async def schedule(admin: Api, via: str, subject: str, at: datetime) -> str:
+    """ana schedules a mail to claude at `at` through the replica at `via`: its id."""
+    r = await admin.http.post(
+        via + "/api/v1/calendar",
+        json={
+            "to": ["claude@/srv/shop"],
+            "subject": subject,
+            "body": "b",
+            "start_at": at.isoformat().replace("+00:00", "Z"),
+        },
+        headers=admin.auth("ana"),
+    )
+    assert r.status_code == 201, r.text
+    entry_id: str = r.json()["id"]
+    return entry_id
+
+
+async def assert_each_delivered_once(
+    url: str, key: str, admin: Api, prefix: str, n: int, ids: list[str]
+) -> None:
+    """The agent's inbox holds subjects prefix0…prefix{n-1} exactly once each, and
+    every entry says done, delivered once (read through the replica at `url`)."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        r = await http.get(
+            "/api/v1/agent/inbox",
+            params={"status": "all", "limit": "500"},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        subjects = sorted(m["subject"] for m in r.json()["items"])
+        assert subjects == sorted(f"{prefix}{i}" for i in range(n))  # each exactly once
+        for eid in ids:
+            got = (await http.get(f"/api/v1/calendar/{eid}", headers=admin.auth("ana"))).json()
+            assert got["status"] == "done" and got["delivered"] == 1, got
+
+
 CALENDAR_ENTRIES = 50
 
 
@@ -295,24 +330,11 @@ async def test_due_calendar_entries_are_delivered_once_with_three_replicas(
     key = await admin.agent("claude")
     await admin.user("ana")
     due = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
-    ids = []
+    ids: list[str] = []
     for i in range(CALENDAR_ENTRIES):
-        via = replicas[i % 3].url
-        r = await admin.http.post(
-            via + "/api/v1/calendar",
-            json={
-                "to": ["claude@/srv/shop"],
-                "subject": f"c{i}",
-                "body": "b",
-                "start_at": due.isoformat().replace("+00:00", "Z"),
-            },
-            headers=admin.auth("ana"),
-        )
-        assert r.status_code == 201, r.text
-        ids.append(r.json()["id"])
+        ids.append(await schedule(admin, replicas[i % 3].url, f"c{i}", due))
     # A stream per replica, from the start: every calendar mail, on every replica.
     streams = [Stream([p.url], key) for p in replicas]
-    subjects: list[str] = []
     async with anyio.create_task_group() as tg:
         for st in streams:
             tg.start_soon(st.run)
@@ -322,17 +344,7 @@ async def test_due_calendar_entries_are_delivered_once_with_three_replicas(
     for st in streams:
         mails = [m for _, m in st.events]
         assert len(mails) == len(set(mails)) == CALENDAR_ENTRIES, "an entry was delivered twice"
-    async with httpx.AsyncClient(base_url=replicas[1].url, timeout=30) as http:
-        r = await http.get(
-            "/api/v1/agent/inbox",
-            params={"status": "all", "limit": "500"},
-            headers={"Authorization": f"Bearer {key}"},
-        )
-        subjects = sorted(m["subject"] for m in r.json()["items"])
-        assert subjects == sorted(f"c{i}" for i in range(CALENDAR_ENTRIES))  # each exactly once
-        for eid in ids:
-            got = (await http.get(f"/api/v1/calendar/{eid}", headers=admin.auth("ana"))).json()
-            assert got["status"] == "done" and got["delivered"] == 1, got
+    await assert_each_delivered_once(replicas[1].url, key, admin, "c", CALENDAR_ENTRIES, ids)
     assert all(p.proc is not None and p.proc.poll() is None for p in replicas)
 
 
@@ -360,33 +372,12 @@ async def test_one_due_calendar_entry_is_delivered_once_in_each_of_50_rounds(
                 await st.opened.wait()
         for i in range(ROUNDS):
             start = datetime.now(UTC).replace(microsecond=0)  # second resolution: due now
-            r = await admin.http.post(
-                replicas[i % 3].url + "/api/v1/calendar",
-                json={
-                    "to": ["claude@/srv/shop"],
-                    "subject": f"r{i}",
-                    "body": "b",
-                    "start_at": start.isoformat().replace("+00:00", "Z"),
-                },
-                headers=admin.auth("ana"),
-            )
-            assert r.status_code == 201, r.text
-            ids.append(r.json()["id"])
+            ids.append(await schedule(admin, replicas[i % 3].url, f"r{i}", start))
             for st in streams:
                 await st.wait_for(lambda st=st, n=i + 1: len(st.events) >= n, deadline=10)
                 mails = [m for _, m in st.events]
                 assert len(mails) == len(set(mails)) == i + 1, f"round {i}: delivered twice"
         tg.cancel_scope.cancel()
     elapsed = time.monotonic() - t0
-    async with httpx.AsyncClient(base_url=replicas[2].url, timeout=30) as http:
-        r = await http.get(
-            "/api/v1/agent/inbox",
-            params={"status": "all", "limit": "500"},
-            headers={"Authorization": f"Bearer {key}"},
-        )
-        subjects = sorted(m["subject"] for m in r.json()["items"])
-        assert subjects == sorted(f"r{i}" for i in range(ROUNDS))  # each exactly once
-        for eid in ids:
-            got = (await http.get(f"/api/v1/calendar/{eid}", headers=admin.auth("ana"))).json()
-            assert got["status"] == "done" and got["delivered"] == 1, got
+    await assert_each_delivered_once(replicas[2].url, key, admin, "r", ROUNDS, ids)
     print(f"\n{ROUNDS} rounds of one due entry under 3 replicas in {elapsed:.1f} s")

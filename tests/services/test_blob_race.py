@@ -139,6 +139,34 @@ async def waiting_on_a_lock(gw: Gateway, done: Callable[[], bool]) -> None:
             await anyio.sleep(0.01)
 
 
+async def sweep_then_while_it_holds(
+    gw: Gateway,
+    store: WatchedStore,
+    results: list[blobs.SweepResult],
+    other: Callable[[], Awaitable[None]],
+    done: Callable[[], bool],
+) -> None:
+    """A sweep that deletes, then holds its transaction open (`store.hold`) while
+    `other` starts and waits for it (SQLite: the one writer; PostgreSQL: a row
+    lock, seen in pg_stat_activity); then the sweep commits and `other` goes on."""
+
+    async def sweep() -> None:
+        async with gw.write() as s:
+            results.append(await blobs.sweep(s, store, utcnow(), GRACE))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sweep)
+            with anyio.fail_after(20):
+                await store.deleted.wait()  # deleted, the sweep not committed
+            tg.start_soon(other)
+            if not gw.db.is_sqlite:
+                await waiting_on_a_lock(gw, done=done)
+            store.hold.set()
+    finally:
+        store.hold.set()
+
+
 async def test_a_sweep_during_an_upload_that_reuses_the_blob_keeps_its_file(
     gw: Gateway,
 ) -> None:
@@ -178,25 +206,12 @@ async def test_an_upload_during_a_sweep_that_deleted_the_blob_stores_it_again(
     refs: list[AttachmentRef] = []
     results: list[blobs.SweepResult] = []
 
-    async def sweep() -> None:
-        async with gw.write() as s:  # never fails for the race (no FK violation)
-            results.append(await blobs.sweep(s, store, utcnow(), GRACE))
-
     async def upload_now() -> None:
         async with gw.write() as s:
             refs.append(await upload(s, writer))
 
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sweep)
-            with anyio.fail_after(20):
-                await store.deleted.wait()  # the file is gone, the sweep not committed
-            tg.start_soon(upload_now)  # waits for the sweep (the writer, or its row lock)
-            if not gw.db.is_sqlite:
-                await waiting_on_a_lock(gw, done=lambda: bool(refs))
-            store.hold.set()
-    finally:
-        store.hold.set()
+    # The sweep never fails for the race (no FK violation): results gets its one.
+    await sweep_then_while_it_holds(gw, store, results, upload_now, done=lambda: bool(refs))
     assert [r.blobs for r in results] == [1]
     [ref] = refs
     await assert_intact(gw, store, ref)
@@ -322,10 +337,6 @@ async def test_a_send_during_a_sweep_that_deleted_the_upload_is_refused_naming_t
     results: list[blobs.SweepResult] = []
     refused: list[DomainError] = []
 
-    async def sweep() -> None:
-        async with gw.write() as s:
-            results.append(await blobs.sweep(s, store, utcnow(), GRACE))
-
     async def attach_now() -> None:
         try:
             async with gw.write() as s:
@@ -333,17 +344,7 @@ async def test_a_send_during_a_sweep_that_deleted_the_upload_is_refused_naming_t
         except DomainError as e:  # anything else (an IntegrityError: a 500) fails the test
             refused.append(e)
 
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sweep)
-            with anyio.fail_after(20):
-                await store.deleted.wait()  # row and file gone, the sweep not committed
-            tg.start_soon(attach_now)  # waits for the sweep (the writer, or its row lock)
-            if not gw.db.is_sqlite:
-                await waiting_on_a_lock(gw, done=lambda: bool(refused))
-            store.hold.set()
-    finally:
-        store.hold.set()
+    await sweep_then_while_it_holds(gw, store, results, attach_now, done=lambda: bool(refused))
     assert results == [blobs.SweepResult(attachments=1, blobs=1)]
     [err] = refused
     assert isinstance(err, Invalid) and status_of(err) == 400

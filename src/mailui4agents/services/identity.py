@@ -404,32 +404,24 @@ async def tokens_until(s: AsyncSession, tokens: Iterable[str]) -> dict[str, date
     """Of these bearer tokens, the ones that still work (as `authenticate_until`
     would say), each with the time it stops working: a few queries for all of
     them, however many (the hub re-checks every open stream's token at once)."""
-    now = utcnow()
-    agents = {hash_token(t): t for t in tokens if t.startswith(AGENT_KEY_PREFIX)}
-    users = {hash_token(t): t for t in tokens if t.startswith(USER_TOKEN_PREFIX)}
+    now, tokens = utcnow(), list(tokens)  # read once per kind below
+    kinds = (
+        (AGENT_KEY_PREFIX, AgentKeyRow.key_hash, AgentKeyRow, AgentRow, AgentKeyRow.agent_id),
+        (USER_TOKEN_PREFIX, UserTokenRow.token_hash, UserTokenRow, UserRow, UserTokenRow.user_id),
+    )
     out: dict[str, datetime | None] = {}
-    for kind, by_digest in (("agent", agents), ("user", users)):
+    for prefix, digest_col, row, owner, owner_id in kinds:
+        by_digest = {hash_token(t): t for t in tokens if t.startswith(prefix)}
         digests = list(by_digest)
         for start in range(0, len(digests), 500):  # well within SQLite's variable limit
-            part = digests[start : start + 500]
-            if kind == "agent":
-                query = (
-                    select(AgentKeyRow.key_hash, AgentKeyRow.expires_at)
-                    .join(AgentRow, AgentKeyRow.agent_id == AgentRow.id)
-                    .where(
-                        AgentKeyRow.key_hash.in_(part),
-                        _active(AgentKeyRow.revoked_at, AgentKeyRow.expires_at, now),
-                    )
+            query = (
+                select(digest_col, row.expires_at)
+                .join(owner, owner_id == owner.id)
+                .where(
+                    digest_col.in_(digests[start : start + 500]),
+                    _active(row.revoked_at, row.expires_at, now),
                 )
-            else:
-                query = (
-                    select(UserTokenRow.token_hash, UserTokenRow.expires_at)
-                    .join(UserRow, UserTokenRow.user_id == UserRow.id)
-                    .where(
-                        UserTokenRow.token_hash.in_(part),
-                        _active(UserTokenRow.revoked_at, UserTokenRow.expires_at, now),
-                    )
-                )
+            )
             for digest, until in (await s.execute(query)).all():
                 out[by_digest[digest]] = until
     return out
