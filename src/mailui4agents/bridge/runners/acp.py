@@ -20,7 +20,13 @@ import shutil
 import sys
 
 from mailui4agents.bridge.drivers.protocol import DriverParser
-from mailui4agents.bridge.runners.base import Launch, Runner, StreamParser, TurnContext
+from mailui4agents.bridge.runners.base import (
+    Launch,
+    Runner,
+    StreamParser,
+    TurnContext,
+    reject_unknown,
+)
 from mailui4agents.domain.modes import Enforcement, Mode, normalise_enforcement
 
 
@@ -37,11 +43,7 @@ class AcpRunner(Runner):
         self.platform = options.pop("platform", "") or f"acp:{os.path.basename(argv[0])}"
         self._enforcement = normalise_enforcement(options.pop("enforcement", "partial"))
         self._version = options.pop("version", None)
-        if options:
-            raise ValueError(
-                f"unknown --runner-arg for the acp runner: {', '.join(sorted(options))} "
-                "(accepted: platform=, enforcement=, version=)"
-            )
+        reject_unknown("the acp runner", options, "platform=, enforcement=, version=")
 
     def enforcement(self, mode: Mode) -> Enforcement:
         return self._enforcement

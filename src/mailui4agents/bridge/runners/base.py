@@ -9,6 +9,9 @@ the platform keeps its own sessions (for adoption).
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,6 +106,37 @@ class StreamParser(ABC):
         return []
 
 
+#: Claude Code, Codex and Gemini kill a hook after its timeout; ours is given
+#: this much more than the bridge's own wait, so it answers first.
+HOOK_MARGIN_S = 60
+_VERSION = re.compile(r"\d+\.\d+\.\d+\S*")
+
+
+def reject_unknown(runner: str, options: dict[str, str], accepted: str) -> None:
+    """The --runner-arg names left over after a runner took its own."""
+    if options:
+        raise ValueError(
+            f"unknown --runner-arg for {runner}: {', '.join(sorted(options))} "
+            f"(accepted: {accepted})"
+        )
+
+
+def cli_version(
+    argv: list[str],
+    *,
+    timeout_s: float = 30,
+    env: dict[str, str] | None = None,
+    also_stderr: bool = False,
+) -> str | None:
+    """The first x.y.z a CLI's `--version` prints (on stdout, or also stderr), or None."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _VERSION.search(done.stdout + (done.stderr if also_stderr else ""))
+    return match.group(0) if match else None
+
+
 class Runner(ABC):
     """One agent CLI."""
 
@@ -149,6 +183,31 @@ class Runner(ABC):
     def describe_defaults(self) -> str:
         """One log line saying which defaults this runner uses (model and the like)."""
         return f"runner {self.name}: no defaults to report"
+
+
+class BinaryRunner(Runner):
+    """A runner for an installed CLI binary; its version is asked once."""
+
+    binary: str = ""
+    _version: str | None = None
+    version_timeout_s: float = 30
+    version_in_stderr = False
+
+    def version_env(self) -> dict[str, str] | None:
+        return None  # this process's environment
+
+    def can_ask_version(self) -> bool:
+        return shutil.which(self.binary) is not None
+
+    def version(self) -> str | None:
+        if self._version is None and self.can_ask_version():
+            self._version = cli_version(
+                [self.binary, "--version"],
+                timeout_s=self.version_timeout_s,
+                env=self.version_env(),
+                also_stderr=self.version_in_stderr,
+            )
+        return self._version
 
 
 def json_object(line: str) -> dict[str, Any] | None:

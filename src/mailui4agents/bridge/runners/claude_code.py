@@ -25,19 +25,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from mailui4agents.bridge.runners.base import (
+    HOOK_MARGIN_S,
+    BinaryRunner,
     Denied,
     FinalText,
     Launch,
     MailSent,
-    Runner,
     SessionStarted,
     StreamParser,
     TurnContext,
@@ -46,6 +45,7 @@ from mailui4agents.bridge.runners.base import (
     json_object,
     platform_session,
     recent_files,
+    reject_unknown,
 )
 from mailui4agents.domain.modes import Enforcement, Mode
 
@@ -54,8 +54,6 @@ logger = logging.getLogger(__name__)
 PERMISSION_MODE: dict[Mode, str] = {"plan": "plan", "workspace": "default", "full": "default"}
 #: Mail tools whose success means "the model answered by itself".
 SENDING_TOOLS = frozenset({"mcp__agentmail__send_mail", "mcp__agentmail__forward_mail"})
-#: Claude Code kills a hook after its ``timeout``; ours must answer before that.
-HOOK_MARGIN_S = 60
 HEAD_BYTES = 64 * 1024
 MCP_ENV = ("AGENTMAIL_URL", "AGENTMAIL_KEY", "AGENTMAIL_AGENT", "AGENTMAIL_SESSION_ID")
 
@@ -118,7 +116,7 @@ def _content(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
-class ClaudeCodeRunner(Runner):
+class ClaudeCodeRunner(BinaryRunner):
     """Headless Claude Code turns."""
 
     name = "claude-code"
@@ -129,12 +127,7 @@ class ClaudeCodeRunner(Runner):
         self.binary = options.pop("bin", "") or shutil.which("claude") or "claude"
         self.model = options.pop("model", "") or None
         self.home = Path(options.pop("home", "") or os.environ.get("HOME") or Path.home())
-        if options:
-            raise ValueError(
-                f"unknown --runner-arg for claude-code: {', '.join(sorted(options))} "
-                "(accepted: bin=, model=, home=)"
-            )
-        self._version: str | None = None
+        reject_unknown("claude-code", options, "bin=, model=, home=")
 
     def enforcement(self, mode: Mode) -> Enforcement:
         # plan: Claude's own plan mode plus the hook; workspace: Claude obeys the
@@ -146,18 +139,6 @@ class ClaudeCodeRunner(Runner):
         if path is None:
             return f"the Claude Code CLI ({self.binary}) was not found"
         return None
-
-    def version(self) -> str | None:
-        if self._version is None and self.missing() is None:
-            try:
-                done = subprocess.run(
-                    [self.binary, "--version"], capture_output=True, text=True, timeout=30
-                )
-                match = re.search(r"\d+\.\d+\.\d+\S*", done.stdout)
-                self._version = match.group(0) if match else None
-            except (OSError, subprocess.TimeoutExpired):
-                self._version = None
-        return self._version
 
     def launch(self, ctx: TurnContext) -> Launch:
         settings = ctx.turn_dir / "settings.json"

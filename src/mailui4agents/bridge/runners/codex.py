@@ -41,16 +41,16 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from mailui4agents.bridge.runners.base import (
+    HOOK_MARGIN_S,
+    BinaryRunner,
     Denied,
     FinalText,
     Launch,
     MailSent,
-    Runner,
     SessionStarted,
     StreamParser,
     TurnContext,
@@ -59,6 +59,7 @@ from mailui4agents.bridge.runners.base import (
     json_object,
     platform_session,
     recent_files,
+    reject_unknown,
 )
 from mailui4agents.bridge.runners.claude_code import agentmail_command
 from mailui4agents.domain.modes import Enforcement, Mode
@@ -70,8 +71,6 @@ SANDBOX: dict[Mode, str] = {
     "workspace": "workspace-write",
     "full": "danger-full-access",
 }
-#: Codex kills a hook after its ``timeout`` (seconds); ours answers before that.
-HOOK_MARGIN_S = 60
 #: Exit 2 blocks in Codex only with a reason on stderr (0.171.0): the wrapper
 #: blocks even when the hook cannot start at all.
 FAIL_CLOSED = " || { echo 'the agentmail hook could not run: blocked to be safe' >&2; exit 2; }"
@@ -189,7 +188,7 @@ def turn_denials(home: Path, thread_id: str) -> list[tuple[str, str]]:
     return denials
 
 
-class CodexRunner(Runner):
+class CodexRunner(BinaryRunner):
     """Headless Codex turns (``codex exec --json``)."""
 
     name = "codex"
@@ -205,13 +204,8 @@ class CodexRunner(Runner):
         self.source_home = self.shared_home or own
         config = options.pop("config", "")
         self.config = Path(config) if config else self.source_home / "config.toml"
-        if options:
-            raise ValueError(
-                f"unknown --runner-arg for codex: {', '.join(sorted(options))} "
-                "(accepted: bin=, model=, home=, config=)"
-            )
+        reject_unknown("codex", options, "bin=, model=, home=, config=")
         self.home: Path | None = self.shared_home  # set on the first turn otherwise
-        self._version: str | None = None
 
     def enforcement(self, mode: Mode) -> Enforcement:
         """plan: ``native`` — Codex's read-only sandbox (kernel: Landlock/seccomp, or
@@ -227,18 +221,6 @@ class CodexRunner(Runner):
         if shutil.which(self.binary) is None:
             return f"the Codex CLI ({self.binary}) was not found"
         return None
-
-    def version(self) -> str | None:
-        if self._version is None and self.missing() is None:
-            try:
-                done = subprocess.run(
-                    [self.binary, "--version"], capture_output=True, text=True, timeout=30
-                )
-                match = re.search(r"\d+\.\d+\.\d+\S*", done.stdout)
-                self._version = match.group(0) if match else None
-            except (OSError, subprocess.TimeoutExpired):
-                self._version = None
-        return self._version
 
     def codex_home(self, state_dir: Path) -> Path:
         """The bridge's own CODEX_HOME, made on first use from the person's config."""

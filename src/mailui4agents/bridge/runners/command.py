@@ -29,6 +29,7 @@ from mailui4agents.bridge.runners.base import (
     TurnContext,
     TurnError,
     TurnEvent,
+    reject_unknown,
 )
 from mailui4agents.domain.modes import Enforcement, Mode, normalise_enforcement
 
@@ -90,11 +91,7 @@ class CommandRunner(Runner):
         self.platform = options.pop("platform", "command")
         self._enforcement = normalise_enforcement(options.pop("enforcement", "advisory"))
         self._version = options.pop("version", None)
-        if options:
-            raise ValueError(
-                f"unknown --runner-arg for the command runner: {', '.join(sorted(options))} "
-                "(accepted: platform=, enforcement=, version=)"
-            )
+        reject_unknown("the command runner", options, "platform=, enforcement=, version=")
 
     def enforcement(self, mode: Mode) -> Enforcement:
         return self._enforcement

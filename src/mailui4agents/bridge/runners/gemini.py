@@ -32,20 +32,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import stat
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from mailui4agents.bridge.runners.base import (
+    HOOK_MARGIN_S,
+    BinaryRunner,
     Denied,
     FinalText,
     Launch,
     MailSent,
-    Runner,
     SessionStarted,
     StreamParser,
     TurnContext,
@@ -54,6 +53,7 @@ from mailui4agents.bridge.runners.base import (
     json_object,
     platform_session,
     recent_files,
+    reject_unknown,
 )
 from mailui4agents.bridge.runners.claude_code import agentmail_command
 from mailui4agents.bridge.runners.codex import FAIL_CLOSED
@@ -65,7 +65,6 @@ APPROVAL_MODE: dict[Mode, str] = {"plan": "plan", "workspace": "default", "full"
 #: Headless Gemini offers the model these only when a policy allows them; the hook
 #: then decides each call.
 EXPOSED = ("run_shell_command", "write_file", "replace")
-HOOK_MARGIN_S = 60
 SENDING_TOOLS = frozenset({"mcp_agentmail_send_mail", "mcp_agentmail_forward_mail"})
 MCP_ENV = ("AGENTMAIL_URL", "AGENTMAIL_KEY", "AGENTMAIL_AGENT", "AGENTMAIL_SESSION_ID",
            "AGENTMAIL_SENT_LOG")  # fmt: skip
@@ -131,10 +130,11 @@ class GeminiParser(StreamParser):
         return []
 
 
-class GeminiRunner(Runner):
+class GeminiRunner(BinaryRunner):
     """Headless Gemini CLI turns."""
 
     name = "gemini"
+    version_timeout_s = 60
     platform = "gemini"
 
     def __init__(self, options: dict[str, str] | None = None) -> None:
@@ -143,12 +143,7 @@ class GeminiRunner(Runner):
         self.model = options.pop("model", "") or None
         self.home = Path(options.pop("home", "") or os.environ.get("HOME") or Path.home())
         self.auth = options.pop("auth", "") or None
-        if options:
-            raise ValueError(
-                f"unknown --runner-arg for gemini: {', '.join(sorted(options))} "
-                "(accepted: bin=, model=, home=, auth=)"
-            )
-        self._version: str | None = None
+        reject_unknown("gemini", options, "bin=, model=, home=, auth=")
 
     def enforcement(self, mode: Mode) -> Enforcement:
         # plan: Gemini's own plan mode (no shell or edit tool is offered) plus the
@@ -164,21 +159,8 @@ class GeminiRunner(Runner):
             return f"the Gemini CLI ({self.binary}) was not found"
         return None
 
-    def version(self) -> str | None:
-        if self._version is None and self.missing() is None:
-            try:
-                done = subprocess.run(
-                    [self.binary, "--version"],
-                    capture_output=True,
-                    text=True,
-                    timeout=60,
-                    env={**os.environ, "GEMINI_CLI_NO_RELAUNCH": "true"},
-                )
-                match = re.search(r"\d+\.\d+\.\d+\S*", done.stdout)
-                self._version = match.group(0) if match else None
-            except (OSError, subprocess.TimeoutExpired):
-                self._version = None
-        return self._version
+    def version_env(self) -> dict[str, str] | None:
+        return {**os.environ, "GEMINI_CLI_NO_RELAUNCH": "true"}
 
     def settings(self, ctx: TurnContext) -> dict[str, Any]:
         hook = " ".join(_quote(a) for a in agentmail_command("hook", "gemini")) + FAIL_CLOSED

@@ -47,11 +47,12 @@ from typing import Any
 from mailui4agents.bridge.drivers.protocol import DriverParser
 from mailui4agents.bridge.runners.base import (
     RECENT_SESSIONS,
+    BinaryRunner,
     Launch,
-    Runner,
     StreamParser,
     TurnContext,
     platform_session,
+    reject_unknown,
 )
 from mailui4agents.domain.modes import Enforcement, Mode
 
@@ -92,10 +93,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class OpencodeRunner(Runner):
+class OpencodeRunner(BinaryRunner):
     """Turns over the HTTP API of one ``opencode serve`` per bridge."""
 
     name = "opencode"
+    version_timeout_s = 60
     platform = "opencode"
 
     def __init__(self, options: dict[str, str] | None = None) -> None:
@@ -105,14 +107,9 @@ class OpencodeRunner(Runner):
         data = options.pop("data_dir", "") or os.environ.get("XDG_DATA_HOME") or ""
         home = Path(os.environ.get("HOME") or Path.home())
         self.data_dir = Path(data) if data else home / ".local" / "share"
-        if options:
-            raise ValueError(
-                f"unknown --runner-arg for opencode: {', '.join(sorted(options))} "
-                "(accepted: bin=, model=, data_dir=)"
-            )
+        reject_unknown("opencode", options, "bin=, model=, data_dir=")
         if self.model is not None and "/" not in self.model:
             raise ValueError("--runner-arg model= for opencode is PROVIDER/MODEL")
-        self._version: str | None = None
         self._lock = threading.Lock()
         self.server: subprocess.Popen[str] | None = None
         self.url: str | None = None
@@ -206,18 +203,6 @@ class OpencodeRunner(Runner):
             status = self.server.returncode
             return f"opencode serve exited with status {status}; restart the bridge\n{tail}"
         return None
-
-    def version(self) -> str | None:
-        if self._version is None and shutil.which(self.binary) is not None:
-            try:
-                done = subprocess.run(
-                    [self.binary, "--version"], capture_output=True, text=True, timeout=60
-                )
-                match = re.search(r"\d+\.\d+\.\d+\S*", done.stdout)
-                self._version = match.group(0) if match else None
-            except (OSError, subprocess.TimeoutExpired):
-                self._version = None
-        return self._version
 
     def launch(self, ctx: TurnContext) -> Launch:
         env = dict(ctx.base_env)

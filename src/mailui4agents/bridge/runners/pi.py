@@ -29,19 +29,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from mailui4agents.bridge.runners.base import (
+    BinaryRunner,
     Denied,
     FinalText,
     Launch,
-    Runner,
     SessionStarted,
     StreamParser,
     TurnContext,
@@ -50,6 +48,7 @@ from mailui4agents.bridge.runners.base import (
     json_object,
     platform_session,
     recent_files,
+    reject_unknown,
 )
 from mailui4agents.bridge.runners.claude_code import agentmail_command
 from mailui4agents.domain.modes import Enforcement, Mode
@@ -120,10 +119,11 @@ def _result_text(result: Any) -> str:
     return str(result or "")
 
 
-class PiRunner(Runner):
+class PiRunner(BinaryRunner):
     """Headless pi turns, gated by the shipped extension."""
 
     name = "pi"
+    version_in_stderr = True  # pi's version is looked for on stderr too
     platform = "pi"
 
     def __init__(self, options: dict[str, str] | None = None) -> None:
@@ -133,12 +133,7 @@ class PiRunner(Runner):
         home = Path(options.pop("home", "") or os.environ.get("HOME") or Path.home())
         agent_dir = options.pop("agent_dir", "") or os.environ.get("PI_CODING_AGENT_DIR")
         self.agent_dir = Path(agent_dir) if agent_dir else home / ".pi" / "agent"
-        if options:
-            raise ValueError(
-                f"unknown --runner-arg for pi: {', '.join(sorted(options))} "
-                "(accepted: bin=, model=, home=, agent_dir=)"
-            )
-        self._version: str | None = None
+        reject_unknown("pi", options, "bin=, model=, home=, agent_dir=")
 
     def enforcement(self, mode: Mode) -> Enforcement:
         # The gate blocks every non-read tool unless the hook allows (fail closed),
@@ -152,17 +147,8 @@ class PiRunner(Runner):
             return f"the agentmail extension for pi is missing ({extension_path()})"
         return None
 
-    def version(self) -> str | None:
-        if self._version is None and self.missing() is None:
-            try:
-                done = subprocess.run(
-                    [self.binary, "--version"], capture_output=True, text=True, timeout=30
-                )
-                match = re.search(r"\d+\.\d+\.\d+\S*", done.stdout + done.stderr)
-                self._version = match.group(0) if match else None
-            except (OSError, subprocess.TimeoutExpired):
-                self._version = None
-        return self._version
+    def can_ask_version(self) -> bool:
+        return self.missing() is None  # the extension too
 
     def launch(self, ctx: TurnContext) -> Launch:
         argv = [self.binary, "-p", "--mode", "json", "--no-extensions",

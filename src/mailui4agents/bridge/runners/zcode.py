@@ -28,19 +28,19 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from mailui4agents.bridge.runners.base import (
+    BinaryRunner,
     FinalText,
     Launch,
-    Runner,
     SessionStarted,
     StreamParser,
     TurnContext,
     TurnError,
     TurnEvent,
+    reject_unknown,
 )
 from mailui4agents.domain.modes import Enforcement, Mode
 
@@ -106,7 +106,7 @@ def last_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-class ZcodeRunner(Runner):
+class ZcodeRunner(BinaryRunner):
     name = "zcode"
     platform = "zcode"
 
@@ -115,12 +115,7 @@ class ZcodeRunner(Runner):
         self.binary = options.pop("bin", "") or shutil.which("zcode") or "zcode"
         self.model = options.pop("model", "") or None
         self.home = Path(options.pop("home", "") or os.environ.get("HOME") or Path.home())
-        if options:
-            raise ValueError(
-                f"unknown --runner-arg for zcode: {', '.join(sorted(options))} "
-                "(accepted: bin=, model=, home=)"
-            )
-        self._version: str | None = None
+        reject_unknown("zcode", options, "bin=, model=, home=")
 
     def enforcement(self, mode: Mode) -> Enforcement:
         return "partial"  # native by ZCode's contract; not checked against the real binary
@@ -134,18 +129,6 @@ class ZcodeRunner(Runner):
                 "`agentmail install-hook zcode` (no turn runs without it)"
             )
         return None
-
-    def version(self) -> str | None:
-        if self._version is None and shutil.which(self.binary) is not None:
-            try:
-                done = subprocess.run(
-                    [self.binary, "--version"], capture_output=True, text=True, timeout=30
-                )
-                match = re.search(r"\d+\.\d+\.\d+\S*", done.stdout)
-                self._version = match.group(0) if match else None
-            except (OSError, subprocess.TimeoutExpired):
-                self._version = None
-        return self._version
 
     def launch(self, ctx: TurnContext) -> Launch:
         prompt = ctx.prompt
