@@ -10,6 +10,7 @@ import copy
 import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from fastapi import FastAPI
 
-from mailui4agents.app import create_app, start_gateway
+from mailui4agents.app import create_app, fixed_at_build, start_gateway
 from mailui4agents.settings import Settings
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 from tests.pg_fixtures import (  # noqa: F401
@@ -47,6 +49,27 @@ def fast_settings(tmp_path: Path, **overrides: Any) -> Settings:
         argon2_memory_kib=64,
         **overrides,
     )
+
+
+_IDLE_APPS: dict[tuple[int, int], list[FastAPI]] = {}
+
+
+@asynccontextmanager
+async def started_app(settings: Settings) -> AsyncIterator[FastAPI]:
+    """`create_app(settings)` with its lifespan running: a new gateway on these
+    settings and their database. The app object itself is kept when its lifespan
+    ends and started again by a later test whose settings agree on what the app
+    builds in (`fixed_at_build`): FastAPI builds a route's dependency state on the
+    first request that reaches it in each app, about 0.1 s per in-process test."""
+    idle = _IDLE_APPS.setdefault(fixed_at_build(settings), [])
+    app = idle.pop() if idle else create_app(settings)
+    app.state.settings = settings
+    try:
+        async with app.router.lifespan_context(app):
+            yield app
+    finally:
+        del app.state.gateway  # a stopped gateway is never reached again
+        idle.append(app)
 
 
 @pytest.fixture(scope="session")
@@ -249,8 +272,7 @@ def _build(
         copy_template(request.getfixturevalue("template_db"), settings.data_dir)
 
     async def run() -> Snapshot:
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):  # its end disposes the engine
+        async with started_app(settings) as app:  # its end disposes the engine
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
                 a = Api(http)
@@ -267,8 +289,7 @@ def _build(
 @pytest.fixture
 async def api(settings: Settings, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
     """The app in-process (httpx ASGI transport) over a real SQLite file."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
+    async with started_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
             a = Api(http)

@@ -3,11 +3,13 @@ backend, and every test starts on its own fresh copy of it, logged in."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.conftest import Api, snapshot
+from tests.conftest import ADMIN_PASSWORD, Api, copy_template, fast_settings, snapshot, started_app
 
 pytestmark = pytest.mark.anyio
 
@@ -65,3 +67,24 @@ async def test_the_world_s_tokens_are_valid_without_logging_in_again(
 async def test_a_test_without_the_snapshot_starts_on_the_empty_template(api: Api) -> None:
     assert await users(api) == ["admin"]
     assert set(api.tokens) == {"admin"}
+
+
+async def test_a_kept_app_started_again_serves_the_new_settings_database(
+    tmp_path: Path, template_db: Path
+) -> None:
+    # started_app keeps an app whose lifespan ended and starts it again for the
+    # next test: that start must open the next test's database, not the first.
+    first, second = fast_settings(tmp_path / "a"), fast_settings(tmp_path / "b")
+    for s in (first, second):
+        copy_template(template_db, s.data_dir)
+    async with started_app(first) as app:
+        a = Api(httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw"))
+        await a.login("admin", ADMIN_PASSWORD)
+        await a.user("bob")
+        assert await users(a) == ["admin", "bob"]
+    async with started_app(second) as again:
+        assert again is app  # the same object: the pool is what is under test
+        assert again.state.gateway.settings is second
+        b = Api(httpx.AsyncClient(transport=httpx.ASGITransport(app=again), base_url="http://gw"))
+        await b.login("admin", ADMIN_PASSWORD)
+        assert await users(b) == ["admin"]

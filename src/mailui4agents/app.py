@@ -86,12 +86,24 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     return gw, generated
 
 
+def fixed_at_build(settings: Settings) -> tuple[int, int]:
+    """The settings `create_app` builds into the app (the middleware's body
+    limits); every other setting is read when the lifespan starts."""
+    return settings.body_max_bytes, settings.attachment_max_bytes
+
+
 def create_app(settings: Settings, *, on_admin_password: object = None) -> FastAPI:
-    """Build the app. `on_admin_password(pw)` is called once if one was generated."""
+    """Build the app. `on_admin_password(pw)` is called once if one was generated.
+
+    The lifespan starts the gateway of `app.state.settings`, so an app whose
+    lifespan has ended may be started again on other settings, provided they
+    agree on what is fixed here (`fixed_at_build`): the test suite does, because
+    FastAPI builds each route's dependency state on the first request that
+    reaches it in each app (about 0.1 s per app)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        gw, generated = await start_gateway(settings)
+        gw, generated = await start_gateway(app.state.settings)
         if generated and callable(on_admin_password):
             on_admin_password(generated)
         app.state.gateway = gw
@@ -116,15 +128,17 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         redoc_url=None,
         lifespan=lifespan,
     )
+    app.state.settings = settings
     app.add_exception_handler(ApiError, error_handler)
     app.add_exception_handler(DomainError, error_handler)
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(HTTPException, http_error_handler)
     app.add_exception_handler(Exception, internal_error_handler)
-    upload_max = settings.attachment_max_bytes + FRAMING_SLACK
+    json_max, attachment_max = fixed_at_build(settings)
+    upload_max = attachment_max + FRAMING_SLACK
     app.add_middleware(
         BodyGuard,
-        json_max=settings.body_max_bytes,
+        json_max=json_max,
         streamed=dict.fromkeys(UPLOAD_PATHS, upload_max),
     )
     for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):

@@ -10,11 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from mailui4agents.app import create_app
 from mailui4agents.services import scheduler
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from tests.conftest import ADMIN_PASSWORD, Api, snapshot
+from tests.conftest import ADMIN_PASSWORD, Api, snapshot, started_app
 
 pytestmark = pytest.mark.anyio
 
@@ -95,8 +94,7 @@ async def cal(settings: Settings, people: dict[str, str]) -> AsyncIterator[Cal]:
     # A long scheduler interval: the app's own loop runs once at start and then
     # stays out of the way; the tests drive delivery with their own clock.
     settings = settings.model_copy(update={"scheduler_interval_s": 3600.0})
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
+    async with started_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
             yield Cal(Api(http, tokens=dict(people)), app.state.gateway)
@@ -318,8 +316,7 @@ async def test_an_agent_may_not_choose_a_permission_mode(cal: Cal) -> None:
 
 async def test_scheduled_entries_per_creator_are_capped(settings: Settings) -> None:
     settings = settings.model_copy(update={"calendar_max_entries": 2})
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
+    async with started_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
             a = Api(http)
@@ -400,8 +397,7 @@ async def test_an_agent_over_its_budget_gets_a_failed_entry_not_a_mail(settings:
     # The budget counts an agent's sends in one session; a scheduled reply into a
     # session where the agent used it up is refused at delivery and says why.
     settings = settings.model_copy(update={"send_budget": 1, "scheduler_interval_s": 3600.0})
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
+    async with started_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
             a = Api(http)

@@ -15,10 +15,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import event
 
-from mailui4agents.app import create_app
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from tests.conftest import ADMIN_PASSWORD, Api, fast_settings
+from tests.conftest import ADMIN_PASSWORD, Api, fast_settings, started_app
 
 pytestmark = pytest.mark.anyio
 
@@ -43,8 +42,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
+    async with started_app(settings) as app:
         yield app
 
 
@@ -95,11 +93,9 @@ async def test_recipients_over_the_cap_are_refused_naming_to_or_cc(api: Api, sen
 @asynccontextmanager
 async def default_api(tmp_path: Path) -> AsyncIterator[Api]:
     """A gateway with the default limits."""
-    app = create_app(fast_settings(tmp_path / "default"))
-    transport = httpx.ASGITransport(app=app)
     async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://gw") as http,
+        started_app(fast_settings(tmp_path / "default")) as app,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http,
     ):
         a = Api(http)
         await a.login("admin", ADMIN_PASSWORD)

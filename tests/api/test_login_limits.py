@@ -17,10 +17,9 @@ import pytest
 from argon2 import PasswordHasher
 from fastapi import FastAPI
 
-from mailui4agents.app import create_app
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, Api, fast_settings
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, Api, fast_settings, started_app
 
 pytestmark = pytest.mark.anyio
 
@@ -58,8 +57,7 @@ def limits(tmp_path: Path, **overrides: Any) -> Settings:
 
 
 async def start(settings: Settings) -> AsyncIterator[World]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
+    async with started_app(settings) as app:
         gw: Gateway = app.state.gateway
         clock = Clock()
         gw.logins.set_clock(clock)

@@ -17,13 +17,12 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import CallToolResult, TextContent
 
-from mailui4agents.app import create_app
 from mailui4agents.domain.policy import MAIL_TOOL_NAMES
 from mailui4agents.mcp.runtime import Runtime
 from mailui4agents.mcp.server import build_server
 from mailui4agents.settings import Settings
 from mailui4agents.testing import clean_env
-from tests.conftest import ADMIN_PASSWORD, Api
+from tests.conftest import ADMIN_PASSWORD, Api, started_app
 
 # The hook policy's list of our mail tools (always allowed, even in plan mode) and
 # the tools this server offers must be the same set: one source, checked here.
@@ -96,8 +95,7 @@ class InProcess:
 @pytest.fixture
 async def inproc(settings: Settings) -> AsyncIterator[InProcess]:
     """The gateway app in-process; its ASGI transport serves both the test and the MCP client."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
+    async with started_app(settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
             api = Api(http)
