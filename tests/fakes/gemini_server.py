@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.fakes.model_server import Reply
+from tests.fakes.http_fake import Reply
 from tests.fakes.scripted_http import ScriptedServer, Seen, SeenScript, Sse
 
 __all__ = ["GeminiServer", "bad_key", "seen"]

@@ -11,30 +11,19 @@ the CLIs it serves: every resumed turn resends the whole history):
 - :func:`hang` — never answer (until the server stops).
 
 Every request is logged (method, path, headers, JSON body) in :attr:`requests`
-so a test can assert what the model was told.
+so a test can assert what the model was told (:mod:`tests.fakes.http_fake`).
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes.http_fake import Answer, HttpFake, Reply, Sse
 
-@dataclass
-class Reply:
-    """One answer: text, a tool call, an HTTP error, or nothing (hang)."""
-
-    text: str | None = None
-    tool: tuple[str, dict[str, Any]] | None = None
-    status: int = 200
-    error: dict[str, Any] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    hang: bool = False
+__all__ = ["ModelServer", "Reply", "answer", "bash_then_answer", "fail_with", "hang"]
 
 
 Script = Callable[[dict[str, Any]], Reply]
@@ -85,112 +74,34 @@ def hang() -> Script:
     return lambda _body: Reply(hang=True)
 
 
-class ModelServer:
+class ModelServer(HttpFake):
     """Serve ``script`` on 127.0.0.1 (port chosen by the OS) in a thread."""
 
+    answers_head = True
+
     def __init__(self, script: Script) -> None:
+        super().__init__()
         self.script = script
-        self.requests: list[dict[str, Any]] = []
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def not_found(self, path: str) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": "not_found_error"}}
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_HEAD(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def do_GET(self) -> None:
-                server._log(self, None)
-                self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {"raw": raw.decode("utf-8", "replace")}
-                server._log(self, body)
-                if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
-                    self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
-                    return
-                reply = server.script(body)
-                if reply.hang:
-                    server._stop.wait()
-                    return
-                if reply.status != 200:
-                    self._json(reply.status, reply.error or {}, reply.headers)
-                    return
-                if body.get("stream"):
-                    self._stream(body, reply)
-                else:
-                    self._json(200, _message(body, reply))
-
-            def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def _stream(self, body: dict[str, Any], reply: Reply) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for event, data in _events(body, reply):
-                    frame = f"event: {event}\ndata: {json.dumps(data)}\n\n"
-                    self.wfile.write(frame.encode())
-                self.wfile.flush()
-                self.close_connection = True
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def _log(self, handler: BaseHTTPRequestHandler, body: Any) -> None:
-        with self._lock:
-            self.requests.append(
-                {
-                    "method": handler.command,
-                    "path": handler.path,
-                    "headers": dict(handler.headers.items()),
-                    "body": body,
-                }
-            )
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def handle(self, path: str, body: dict[str, Any]) -> Answer:
+        if not path.startswith("/v1/messages") or "count_tokens" in path:
+            return None
+        reply = self.script(body)
+        if reply.hang or reply.status != 200:
+            return reply
+        if body.get("stream"):
+            return Sse(list(_events(body, reply)))
+        return _message(body, reply)
 
     def messages_requests(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [r for r in self.requests if str(r["path"]).startswith("/v1/messages")]
+        return self.requests_where(lambda path: path.startswith("/v1/messages"))
 
     def told(self) -> str:
         """Everything the model was sent, as one string (for `in` checks)."""
         return "\n".join(json.dumps(r["body"]) for r in self.messages_requests())
-
-    def __enter__(self) -> ModelServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._server.shutdown()
-        self._server.server_close()
 
 
 def _message(body: dict[str, Any], reply: Reply) -> dict[str, Any]:

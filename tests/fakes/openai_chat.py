@@ -21,27 +21,16 @@ Every request is logged (method, path, headers, JSON body) in :attr:`requests`.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes.http_fake import Answer, HttpFake, Reply, Sse
+
+__all__ = ["ChatServer", "Reply", "answer", "fail_with", "hang", "shell_then_answer"]
+
 SHELL_TOOLS = ("bash", "Bash", "shell", "run_shell_command", "execute")
-
-
-@dataclass
-class Reply:
-    """One answer: text, a tool call, an HTTP error, or nothing (hang)."""
-
-    text: str | None = None
-    tool: tuple[str, dict[str, Any]] | None = None
-    status: int = 200
-    error: dict[str, Any] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    hang: bool = False
 
 
 Script = Callable[[dict[str, Any]], Reply]
@@ -115,99 +104,40 @@ def hang() -> Script:
     return lambda _body: Reply(hang=True)
 
 
-class ChatServer:
-    """Serve ``script`` on 127.0.0.1 (port chosen by the OS) in a thread."""
+class ChatServer(HttpFake):
+    """Serve ``script`` on 127.0.0.1 (port chosen by the OS) in a thread. Its
+    :attr:`url` is the base clients append ``/chat/completions`` to (``…/v1``)."""
+
+    url_suffix = "/v1"
 
     def __init__(self, script: Script) -> None:
+        super().__init__()
         self.script = script
-        self.requests: list[dict[str, Any]] = []
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def not_found(self, path: str) -> dict[str, Any]:
+        return {"error": {"message": "not found", "type": "not_found"}}
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+    def get(self, path: str) -> dict[str, Any] | None:
+        if path.rstrip("/").endswith("/models"):
+            return {"object": "list", "data": [
+                {"id": "fake-model", "object": "model", "owned_by": "fake"}]}  # fmt: skip
+        return None
 
-            def do_GET(self) -> None:
-                server._log(self, None)
-                if self.path.rstrip("/").endswith("/models"):
-                    self._json(200, {"object": "list", "data": [
-                        {"id": "fake-model", "object": "model", "owned_by": "fake"}]})  # fmt: skip
-                    return
-                self._json(404, {"error": {"message": "not found", "type": "not_found"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {"raw": raw.decode("utf-8", "replace")}
-                server._log(self, body)
-                if not self.path.split("?")[0].endswith("/chat/completions"):
-                    self._json(404, {"error": {"message": "not found", "type": "not_found"}})
-                    return
-                reply = server.script(body)
-                if reply.hang:
-                    server._stop.wait()
-                    return
-                if reply.status != 200:
-                    self._json(reply.status, reply.error or {}, reply.headers)
-                    return
-                if body.get("stream"):
-                    self._stream(body, reply)
-                else:
-                    self._json(200, _completion(body, reply))
-
-            def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def _stream(self, body: dict[str, Any], reply: Reply) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for chunk in _chunks(body, reply):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-                self.close_connection = True
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def _log(self, handler: BaseHTTPRequestHandler, body: Any) -> None:
-        with self._lock:
-            self.requests.append(
-                {
-                    "method": handler.command,
-                    "path": handler.path,
-                    "headers": dict(handler.headers.items()),
-                    "body": body,
-                }
-            )
-
-    @property
-    def url(self) -> str:
-        """The base URL clients append ``/chat/completions`` to (``…/v1``)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+    def handle(self, path: str, body: dict[str, Any]) -> Answer:
+        if not path.split("?")[0].endswith("/chat/completions"):
+            return None
+        reply = self.script(body)
+        if reply.hang or reply.status != 200:
+            return reply
+        if body.get("stream"):
+            frames: list[tuple[str | None, dict[str, Any]]] = [
+                (None, chunk) for chunk in _chunks(body, reply)
+            ]
+            return Sse(frames, trailer=b"data: [DONE]\n\n")
+        return _completion(body, reply)
 
     def chat_requests(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [r for r in self.requests if str(r["path"]).endswith("/chat/completions")]
+        return self.requests_where(lambda path: path.endswith("/chat/completions"))
 
     def told(self) -> str:
         """Everything the model was sent, as one string (for `in` checks)."""
@@ -221,15 +151,6 @@ class ChatServer:
                 if message.get("role") == "tool":
                     found.append(message_text(message))
         return found
-
-    def __enter__(self) -> ChatServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._server.shutdown()
-        self._server.server_close()
 
 
 def _base(body: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import json
 import uuid
 from typing import Any
 
-from tests.fakes.model_server import Reply
+from tests.fakes.http_fake import Reply
 from tests.fakes.scripted_http import ScriptedServer, Seen, SeenScript, Sse
 
 __all__ = ["ResponsesServer", "bad_key", "seen"]
