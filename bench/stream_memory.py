@@ -27,7 +27,7 @@ import uvicorn
 
 from calibrate import machine
 from mailui4agents.app import create_app
-from mailui4agents.http_protocol import with_header_timeout
+from mailui4agents.http_protocol import LOOP, with_header_limits
 from mailui4agents.settings import Settings
 from mailui4agents.testing import FAST_HASH_ENV
 
@@ -60,7 +60,7 @@ async def run(args: argparse.Namespace) -> None:
     settings = settings.model_copy(update={"admin_password": ADMIN_PASSWORD})
     config = uvicorn.Config(
         create_app(settings), host="127.0.0.1", port=0, log_level="warning",
-        http=with_header_timeout(settings.header_timeout_s),
+        loop=LOOP, http=with_header_limits(settings.header_timeout_s),
     )  # fmt: skip
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

@@ -1,30 +1,53 @@
-"""uvicorn's HTTP/1.1 protocol with a request-header timeout.
+"""uvicorn's httptools HTTP/1.1 protocol with a request-header timeout and size bound.
 
-uvicorn (0.54) times out only idle keep-alive connections (`timeout_keep_alive`,
-armed after a response); a connection that sends nothing, or half a header,
-stays open for ever: 500 such connections stayed open over 60 s, each holding a
-socket and a file descriptor. h11 already bounds the header's size
-(`h11_max_incomplete_event_size`, 16 KiB); this adds the time bound. The body
-is not covered: once its header is complete a request is the app's.
+`agentmail serve` runs uvicorn on uvloop with httptools (the C parser): the
+gateway's CPU per bare request halved against h11 on asyncio (bench/README.md,
+"Server"). Two bounds uvicorn leaves out are added here:
 
-It subclasses uvicorn's h11 protocol (not a public API; tests/e2e/
-test_header_timeout.py checks the behaviour on every uvicorn we pin).
+- **time**: uvicorn (0.54) times out only idle keep-alive connections
+  (`timeout_keep_alive`, armed after a response); a connection that sends
+  nothing, or half a header, stayed open for ever: 500 such connections stayed
+  open over 60 s, each holding a socket and a file descriptor. A header must be
+  complete within `header_timeout_s` of the connection opening or the last
+  response ending.
+- **size**: httptools has no bound on a request header (h11 had 16 KiB). More
+  than `header_max_bytes` of request line and headers is answered 431 and the
+  connection closed; so is a header still incomplete after that many bytes.
+
+The body is not covered: once its header is complete a request is the app's
+(api/body_guard.py bounds bodies). It subclasses uvicorn's protocol class (not a
+public API; tests/e2e/test_header_timeout.py checks the behaviour on every
+uvicorn we pin).
 """
 
 from __future__ import annotations
 
 import asyncio
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+HEADER_MAX_BYTES = 16 * 1024
+LOOP = "uvloop"  # uvicorn.Config(loop=...) of `agentmail serve`
+
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 31\r\n"
+    b"connection: close\r\n\r\n"
+    b"Request header fields too large"
+)
 
 
-class HeaderTimeoutProtocol(H11Protocol):
+class HeaderLimitsProtocol(HttpToolsProtocol):
     """Closes a connection whose next request header is not complete within
-    `header_timeout_s` of the connection opening or the last response ending."""
+    `header_timeout_s`, and answers 431 to one larger than `header_max_bytes`."""
 
     header_timeout_s: float = 10.0
+    header_max_bytes: int = HEADER_MAX_BYTES
     _header_timer: asyncio.TimerHandle | None = None
+    _waiting_header = True  # a request's header has begun (or may begin) and is not whole
+    _raw_bytes = 0  # bytes of reads that began while waiting for a header
+    _header_bytes = 0  # request line and header fields parsed so far
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -34,15 +57,57 @@ class HeaderTimeoutProtocol(H11Protocol):
         self._disarm()
         super().connection_lost(exc)
 
-    def handle_events(self) -> None:
-        super().handle_events()
-        if self.conn.their_state is not h11.IDLE:  # a header arrived whole
-            self._disarm()
+    def data_received(self, data: bytes) -> None:
+        if self._waiting_header:
+            self._raw_bytes += len(data)
+        super().data_received(data)
+        # Still no whole header after this many bytes: nothing within the
+        # bound can follow (a header completed in this read was checked whole).
+        if self._waiting_header and self._raw_bytes > self.header_max_bytes:
+            self._refuse()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._waiting_header = True
+        self._header_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._header_bytes += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value) + 4  # ": " and CRLF
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._waiting_header = False
+        self._raw_bytes = 0
+        self._disarm()
+        if self._header_bytes > self.header_max_bytes:
+            self._refuse()
+            return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self.transport.is_closing():
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self.transport.is_closing():
+            super().on_message_complete()
 
     def on_response_complete(self) -> None:
+        pipelined = bool(self.pipeline)  # the next request's header is whole: it starts now
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        if not pipelined and not self.transport.is_closing():
+            self._waiting_header = True
             self._arm()  # waiting for the next request's header
+
+    def _refuse(self) -> None:
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.write(_TOO_LARGE)
+            self.transport.close()
 
     def _arm(self) -> None:
         self._disarm()
@@ -59,6 +124,12 @@ class HeaderTimeoutProtocol(H11Protocol):
             self.transport.close()
 
 
-def with_header_timeout(seconds: float) -> type[HeaderTimeoutProtocol]:
-    """The protocol class for uvicorn.Config(http=...), with this timeout."""
-    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": seconds})
+def with_header_limits(
+    seconds: float, max_bytes: int = HEADER_MAX_BYTES
+) -> type[HeaderLimitsProtocol]:
+    """The protocol class for uvicorn.Config(http=...), with these bounds."""
+    return type(
+        "HeaderLimitsProtocol",
+        (HeaderLimitsProtocol,),
+        {"header_timeout_s": seconds, "header_max_bytes": max_bytes},
+    )

@@ -43,7 +43,7 @@ def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_le
     import uvicorn
 
     from mailui4agents.app import create_app
-    from mailui4agents.http_protocol import with_header_timeout
+    from mailui4agents.http_protocol import LOOP, with_header_limits
     from mailui4agents.settings import Settings
 
     settings = Settings.from_env(data_dir=data_dir, database_url=database_url)
@@ -54,7 +54,8 @@ def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_le
         port=port,
         log_level=log_level,
         timeout_graceful_shutdown=5,
-        http=with_header_timeout(settings.header_timeout_s),
+        loop=LOOP,
+        http=with_header_limits(settings.header_timeout_s),
     )
     server = uvicorn.Server(config)
 
