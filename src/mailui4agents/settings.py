@@ -158,7 +158,8 @@ class Settings(BaseModel):
         default=10.0,
         gt=0,
         description="Seconds a connection may take to send a complete request header "
-        "(`agentmail serve`); slower ones are closed.",
+        "(`agentmail serve`); slower ones are closed. Also how long an idle kept-alive "
+        "connection stays open: keep it above clients' keep-alive (httpx: 5 s).",
     )
 
     # Calendar (docs/behaviour.md#calendar, docs/limits.md).

@@ -54,6 +54,11 @@ def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_le
         port=port,
         log_level=log_level,
         timeout_graceful_shutdown=5,
+        # An idle kept-alive connection is closed by the header timer at
+        # header_timeout_s (10 s), not by uvicorn's 5 s: httpx clients keep one
+        # for 5 s, and equal timeouts raced (a reused connection closing as a
+        # request went out: a POST lost with ReadError).
+        timeout_keep_alive=int(settings.header_timeout_s) + 1,
         loop=LOOP,
         http=with_header_limits(settings.header_timeout_s),
     )
