@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import httpx
 import pytest
-from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, copy_template
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
 
 from mailui4agents import testing
 from mailui4agents.cli.auth import save_login
@@ -247,26 +247,6 @@ def sent_over_http(
     assert r.status_code == 201, r.text
     sent: dict[str, Any] = r.json()
     return sent
-
-
-@pytest.fixture(scope="module")
-def shared_gateway(
-    tmp_path_factory: pytest.TempPathFactory, template_db: Path
-) -> Iterator[GatewayProcess]:
-    """One gateway for the module: its start was the dearest part of a test here.
-    Only the test that needs a database no one else touched starts its own
-    (`gateway_process`)."""
-    data_dir = tmp_path_factory.mktemp("cli-gateway") / "data"
-    copy_template(template_db, data_dir)
-    gp = GatewayProcess(
-        data_dir=data_dir,
-        env=testing.clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **testing.FAST_HASH_ENV),
-    )
-    gp.start()
-    try:
-        yield gp
-    finally:
-        gp.stop()
 
 
 @pytest.fixture
