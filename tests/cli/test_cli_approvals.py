@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, copy_template
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
 
 from mailui4agents import testing
 from mailui4agents.cli import approvals
@@ -117,24 +117,6 @@ class World:
 
 
 _PEOPLE = count(1)
-
-
-@pytest.fixture(scope="module")
-def shared_gateway(
-    tmp_path_factory: pytest.TempPathFactory, template_db: Path
-) -> Iterator[GatewayProcess]:
-    """One gateway for the module (its start is the dearest part of a test here)."""
-    data_dir = tmp_path_factory.mktemp("approvals") / "data"
-    copy_template(template_db, data_dir)
-    gp = GatewayProcess(
-        data_dir=data_dir,
-        env=testing.clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **testing.FAST_HASH_ENV),
-    )
-    gp.start()
-    try:
-        yield gp
-    finally:
-        gp.stop()
 
 
 @pytest.fixture

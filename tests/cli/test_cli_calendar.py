@@ -1,16 +1,20 @@
 """``agentmail schedule`` and ``agentmail calendar``: the real console script
-against a real gateway, for a person and for an agent."""
+against a real gateway (one per module, ``shared_gateway``; each test with a
+person and an agent of its own), for a person and for an agent."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from itertools import count
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
-from tests.conftest import Api
+from tests.conftest import ADMIN_PASSWORD, Api
 
 from mailui4agents import testing
 from mailui4agents.testing import GatewayProcess
@@ -19,6 +23,22 @@ pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
 _SCRIPT = Path(sys.executable).with_name("agentmail")
 AGENTMAIL = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mailui4agents.cli.main"]
+_PEOPLE = count(1)
+
+
+@pytest.fixture
+async def live(shared_gateway: GatewayProcess) -> AsyncIterator[Api]:
+    """The module's one gateway, its admin logged in (over HTTP)."""
+    async with httpx.AsyncClient(base_url=shared_gateway.url, timeout=30) as http:
+        a = Api(http)
+        await a.login("admin", ADMIN_PASSWORD)
+        yield a
+
+
+@pytest.fixture
+def n() -> int:
+    """This test's number: its names (ana-N, claude-N) are its own on the shared gateway."""
+    return next(_PEOPLE)
 
 
 async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -29,17 +49,17 @@ async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[by
 
 
 async def test_schedule_list_show_edit_and_cancel_from_the_command_line(
-    live: Api, gateway_process: GatewayProcess, tmp_path: Path
+    live: Api, shared_gateway: GatewayProcess, n: int, tmp_path: Path
 ) -> None:
-    token = await live.user("ana")
-    await live.agent("claude")
+    token = await live.user(f"ana-{n}")
+    await live.agent(f"claude-{n}")
     env = testing.clean_env(
-        AGENTMAIL_URL=gateway_process.url,
+        AGENTMAIL_URL=shared_gateway.url,
         AGENTMAIL_TOKEN=token,
         XDG_CONFIG_HOME=str(tmp_path / "xdg"),
     )
     done = await cli(
-        env, "schedule", "--to", "claude@/srv/shop", "--subject", "standup", "--body", "hi",
+        env, "schedule", "--to", f"claude-{n}@/srv/shop", "--subject", "standup", "--body", "hi",
         "--at", "2027-03-26T09:00", "--tz", "Europe/Berlin", "--rrule", "FREQ=DAILY;COUNT=4",
         "--json",
     )  # fmt: skip
@@ -69,20 +89,21 @@ async def test_schedule_list_show_edit_and_cancel_from_the_command_line(
 
 
 async def test_a_refused_schedule_names_the_field_and_exits_1(
-    live: Api, gateway_process: GatewayProcess, tmp_path: Path
+    live: Api, shared_gateway: GatewayProcess, n: int, tmp_path: Path
 ) -> None:
-    key = await live.agent("claude")
+    key = await live.agent(f"claude-{n}")
     env = testing.clean_env(
-        AGENTMAIL_URL=gateway_process.url, AGENTMAIL_KEY=key, XDG_CONFIG_HOME=str(tmp_path / "x")
+        AGENTMAIL_URL=shared_gateway.url, AGENTMAIL_KEY=key, XDG_CONFIG_HOME=str(tmp_path / "x")
     )
     done = await cli(
-        env, "schedule", "--to", "claude@/srv/shop", "--subject", "s", "--body", "b",
+        env, "schedule", "--to", f"claude-{n}@/srv/shop", "--subject", "s", "--body", "b",
         "--at", "2027-01-01T09:00", "--tz", "Mars/Olympus",
     )  # fmt: skip
     assert done.returncode == 1
     assert "timezone" in done.stderr.decode() and "Mars/Olympus" in done.stderr.decode()
     ok = await cli(
-        env, "schedule", "--to", "claude@/srv/shop", "--subject", "note to self", "--body", "b",
+        env, "schedule", "--to", f"claude-{n}@/srv/shop", "--subject", "note to self",
+        "--body", "b",
         "--at", "2027-01-01T09:00Z",
     )  # fmt: skip
     assert ok.returncode == 0, ok.stderr.decode()

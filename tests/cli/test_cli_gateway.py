@@ -2,7 +2,10 @@
 
 Every command here is a separate process with its own environment: a private
 ``XDG_CONFIG_HOME`` per person (never the developer's config) and
-``AGENTMAIL_URL`` pointing at the ``gateway_process`` fixture.
+``AGENTMAIL_URL`` pointing at the module's one gateway (``shared_gateway``; each
+test has its own person and agent on it, ``ana-N`` and ``claude-N``), or at a
+gateway of its own (``gateway_process``) for the test that needs a database
+nobody else touched.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import count
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,11 +46,8 @@ QUICKLY = 10.0  # "no retry loop": one failed request plus interpreter start-up
 WATCH_DEADLINE = 20.0
 
 AGENT_KEY = re.compile(r"am_agent_[A-Za-z0-9_-]+")
-NEW_SESSION = "claude@/srv/shop.new"
+NEW_SESSION = "<this test's claude-N@/srv/shop.new>"  # in parameters: Names.new_session
 SUBJECT = "Fix login bug"
-ALIAS = "claude-fix-login-bug"
-ANA_REPLY_ADDRESS = "ana@/srv/shop.claude-fix-login-bug"
-CLAUDE_ADDRESS = "claude@/srv/shop.claude-fix-login-bug"
 # Long and multi-line, so that a truncated or reflowed body cannot pass for the whole one.
 LONG_BODY = "Login fails with a 500 after the upgrade.\n\nSteps:\n" + "".join(
     f"  {n}. step number {n} of the reproduction ✓\n" for n in range(1, 400)
@@ -166,13 +167,41 @@ def interrupt(proc: subprocess.Popen[str]) -> int:
 
 # -- fixtures ---------------------------------------------------------------------------
 
+_PEOPLE = count(1)
+
+
+@dataclass(frozen=True)
+class Names:
+    """This test's person and agent. The module shares one gateway, so every test
+    has its own (ana-N, claude-N) and starts from mail, sessions and keys that no
+    other test saw."""
+
+    ana: str
+    claude: str
+
+    @property
+    def new_session(self) -> str:
+        return f"{self.claude}@/srv/shop.new"
+
+    @property
+    def alias(self) -> str:  # the automatic alias: the agent's name and SUBJECT
+        return f"{self.claude}-fix-login-bug"
+
+    @property
+    def ana_reply_address(self) -> str:
+        return f"{self.ana}@/srv/shop.{self.alias}"
+
+    @property
+    def claude_address(self) -> str:
+        return f"{self.claude}@/srv/shop.{self.alias}"
+
 
 def logged_in(url: str, config_home: Path, username: str, password: str) -> Cli:
     """What `agentmail login` leaves behind (cli/auth.save_login), made over HTTP.
 
-    The fixtures' logins, users and agents are set up without the CLI (each
-    console-script run costs an interpreter start); what the CLI itself does at
-    login, `user add`, `agent add` and `send` is what the tests below check."""
+    The fixtures' logins, users, agents and set-up mail are made without the CLI
+    (each console-script run costs an interpreter start); what the CLI itself does
+    at login, `user add`, `agent add`, `send`, `watch`… is what the tests check."""
     r = httpx.post(
         f"{url}/api/v1/auth/login", json={"username": username, "password": password}, timeout=30
     )
@@ -182,42 +211,73 @@ def logged_in(url: str, config_home: Path, username: str, password: str) -> Cli:
     return cli
 
 
-def admin_post(admin: Cli, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    token = json.loads(admin.config_file.read_text(encoding="utf-8"))["token"]
-    r = httpx.post(
-        f"{admin.url}{path}", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30
+def http(who: Cli, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    """A request with the credential `who`'s CLI would use: its AGENTMAIL_KEY, or
+    the token in its config file."""
+    credential = (
+        who.env.get("AGENTMAIL_KEY")
+        or json.loads(who.config_file.read_text(encoding="utf-8"))["token"]
     )
+    return httpx.request(
+        method,
+        f"{who.url}{path}",
+        headers={"Authorization": f"Bearer {credential}"},
+        timeout=30,
+        **kwargs,
+    )
+
+
+def admin_post(admin: Cli, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = http(admin, "POST", path, json=body)
     assert r.status_code == 201, r.text
     created: dict[str, Any] = r.json()
     return created
 
 
-@pytest.fixture
-def admin(gateway_process: GatewayProcess, tmp_path: Path) -> Cli:
-    return logged_in(gateway_process.url, tmp_path / "xdg-admin", "admin", ADMIN_PASSWORD)
+def sent_over_http(
+    sender: Cli, to: str, subject: str, body: str, parent: str | None = None
+) -> dict[str, Any]:
+    """A set-up mail, over HTTP: the request `agentmail send` makes (client/client.py
+    send_mail), for a test whose subject is another command."""
+    path = "/api/v1/agent/mail" if "AGENTMAIL_KEY" in sender.env else "/api/v1/mail"
+    payload: dict[str, Any] = {"to": [to], "subject": subject, "body": body}
+    if parent is not None:
+        payload["parent_mail_id"] = parent
+    r = http(sender, "POST", path, json=payload)
+    assert r.status_code == 201, r.text
+    sent: dict[str, Any] = r.json()
+    return sent
 
 
 @pytest.fixture
-def ana(admin: Cli, tmp_path: Path) -> Cli:
+def names() -> Names:
+    n = next(_PEOPLE)
+    return Names(ana=f"ana-{n}", claude=f"claude-{n}")
+
+
+@pytest.fixture
+def admin(shared_gateway: GatewayProcess, tmp_path: Path) -> Cli:
+    return logged_in(shared_gateway.url, tmp_path / "xdg-admin", "admin", ADMIN_PASSWORD)
+
+
+@pytest.fixture
+def ana(admin: Cli, names: Names, tmp_path: Path) -> Cli:
     assert admin.url is not None
-    admin_post(admin, "/api/v1/admin/users", {"username": "ana", "password": USER_PASSWORD})
-    return logged_in(admin.url, tmp_path / "xdg-ana", "ana", USER_PASSWORD)
+    admin_post(admin, "/api/v1/admin/users", {"username": names.ana, "password": USER_PASSWORD})
+    return logged_in(admin.url, tmp_path / "xdg-ana", names.ana, USER_PASSWORD)
 
 
 @pytest.fixture
-def claude(admin: Cli, tmp_path: Path) -> Cli:
+def claude(admin: Cli, names: Names, tmp_path: Path) -> Cli:
     """The agent: its key in AGENTMAIL_KEY and an empty config directory."""
-    created = admin_post(admin, "/api/v1/admin/agents", {"name": "claude"})
+    created = admin_post(admin, "/api/v1/admin/agents", {"name": names.claude})
     return Cli(admin.url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": created["key"]})
 
 
 @pytest.fixture
-def first_mail(ana: Cli, claude: Cli) -> dict[str, Any]:
-    """Ana's mail that opens the session ``claude-fix-login-bug``."""
-    sent: dict[str, Any] = ana.json(
-        "send", "--to", NEW_SESSION, "--subject", SUBJECT, "--body", LONG_BODY
-    )
-    return sent
+def first_mail(ana: Cli, claude: Cli, names: Names) -> dict[str, Any]:
+    """Ana's mail that opens the session ``claude-N-fix-login-bug``."""
+    return sent_over_http(ana, names.new_session, SUBJECT, LONG_BODY)
 
 
 # -- login ------------------------------------------------------------------------------
@@ -226,6 +286,7 @@ def first_mail(ana: Cli, claude: Cli) -> dict[str, Any]:
 def test_login_stores_url_and_token_in_a_0600_config_file_that_later_commands_use(
     gateway_process: GatewayProcess, tmp_path: Path
 ) -> None:
+    """A gateway of its own: the user list below is exactly the admin."""
     cli = Cli(gateway_process.url, tmp_path / "xdg")
 
     result = cli("login", "--username", "admin", "--password", ADMIN_PASSWORD)
@@ -246,11 +307,13 @@ def test_login_stores_url_and_token_in_a_0600_config_file_that_later_commands_us
 
 
 def test_a_wrong_password_exits_non_zero_with_the_gateways_message_and_writes_no_file(
-    gateway_process: GatewayProcess, tmp_path: Path
+    shared_gateway: GatewayProcess, admin: Cli, names: Names, tmp_path: Path
 ) -> None:
-    cli = Cli(gateway_process.url, tmp_path / "xdg")
+    # This test's own user: the failure counts against no name another test logs in with.
+    admin_post(admin, "/api/v1/admin/users", {"username": names.ana, "password": USER_PASSWORD})
+    cli = Cli(shared_gateway.url, tmp_path / "xdg")
 
-    result = cli("login", "--username", "admin", "--password", "not-the-password")
+    result = cli("login", "--username", names.ana, "--password", "not-the-password")
 
     assert result.returncode == 1
     assert "wrong username or password" in result.stderr
@@ -264,20 +327,22 @@ def test_a_wrong_password_exits_non_zero_with_the_gateways_message_and_writes_no
 
 
 def test_agent_add_json_prints_name_key_and_created_at_with_a_working_agent_key(
-    admin: Cli, tmp_path: Path
+    admin: Cli, names: Names, tmp_path: Path
 ) -> None:
-    created = admin.json("agent", "add", "claude")
+    created = admin.json("agent", "add", names.claude)
 
     assert set(created) == {"name", "key", "created_at"}
-    assert created["name"] == "claude"
+    assert created["name"] == names.claude
     assert created["key"].startswith("am_agent_")
     assert datetime.fromisoformat(created["created_at"].replace("Z", "+00:00")).tzinfo
     agent = Cli(admin.url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": created["key"]})
     assert agent.json("inbox") == {"items": [], "next_cursor": None}
 
 
-def test_agent_add_without_json_shows_the_key_exactly_once(admin: Cli, tmp_path: Path) -> None:
-    result = admin.ok("agent", "add", "claude")
+def test_agent_add_without_json_shows_the_key_exactly_once(
+    admin: Cli, names: Names, tmp_path: Path
+) -> None:
+    result = admin.ok("agent", "add", names.claude)
 
     keys = AGENT_KEY.findall(result.stdout)
     assert len(keys) == 1, result.stdout
@@ -292,31 +357,30 @@ def test_agent_add_without_json_shows_the_key_exactly_once(admin: Cli, tmp_path:
 
 
 def test_adding_a_taken_name_again_exits_1_with_a_message_naming_the_conflict(
-    admin: Cli,
+    admin: Cli, claude: Cli, names: Names
 ) -> None:
-    admin.ok("agent", "add", "claude")
-
-    again = admin("agent", "add", "claude")
-    as_user = admin("user", "add", "claude", "--password", USER_PASSWORD)
+    # `claude` added the agent (over HTTP); the CLI now adds that name again.
+    again = admin("agent", "add", names.claude)
+    as_user = admin("user", "add", names.claude, "--password", USER_PASSWORD)
 
     assert again.returncode == 1
-    assert "claude" in again.stderr and "already taken" in again.stderr
+    assert names.claude in again.stderr and "already taken" in again.stderr
     assert not AGENT_KEY.search(again.stdout + again.stderr)
     # Users and agents share one namespace: an address name@… means one principal.
     assert as_user.returncode == 1
-    assert "claude" in as_user.stderr and "already taken" in as_user.stderr
+    assert names.claude in as_user.stderr and "already taken" in as_user.stderr
 
 
 def test_a_user_added_by_the_admin_logs_in_with_a_separate_config(
-    admin: Cli, tmp_path: Path
+    admin: Cli, names: Names, tmp_path: Path
 ) -> None:
-    added = admin.ok("user", "add", "ana", "--password", USER_PASSWORD)
-    assert "ana" in added.stdout
+    added = admin.ok("user", "add", names.ana, "--password", USER_PASSWORD)
+    assert names.ana in added.stdout
     ana = Cli(admin.url, tmp_path / "xdg-ana")
 
-    ana.ok("login", "--username", "ana", "--password", USER_PASSWORD)
+    ana.ok("login", "--username", names.ana, "--password", USER_PASSWORD)
 
-    assert json.loads(ana.config_file.read_text(encoding="utf-8"))["username"] == "ana"
+    assert json.loads(ana.config_file.read_text(encoding="utf-8"))["username"] == names.ana
     assert json.loads(admin.config_file.read_text(encoding="utf-8"))["username"] == "admin"
     assert "No mail." in ana.ok("inbox").stdout
     not_admin = ana("user", "add", "bob", "--password", USER_PASSWORD)
@@ -327,19 +391,21 @@ def test_a_user_added_by_the_admin_logs_in_with_a_separate_config(
 # -- send -------------------------------------------------------------------------------
 
 
-def test_send_prints_the_session_alias_and_the_reply_address(ana: Cli, claude: Cli) -> None:
-    result = ana.ok("send", "--to", NEW_SESSION, "--subject", SUBJECT, "--body", "hi")
+def test_send_prints_the_session_alias_and_the_reply_address(
+    ana: Cli, claude: Cli, names: Names
+) -> None:
+    result = ana.ok("send", "--to", names.new_session, "--subject", SUBJECT, "--body", "hi")
 
-    assert f"in session {ALIAS}." in result.stdout
-    assert CLAUDE_ADDRESS in result.stdout
+    assert f"in session {names.alias}." in result.stdout
+    assert names.claude_address in result.stdout
 
 
 @pytest.mark.parametrize("source", ["--body-file", "--body-file -", "piped stdin"])
 def test_send_takes_the_body_from_a_file_or_stdin(
-    ana: Cli, claude: Cli, tmp_path: Path, source: str
+    ana: Cli, claude: Cli, names: Names, tmp_path: Path, source: str
 ) -> None:
     body = f"body via {source}\nsecond line ✓\n\n  indented, trailing newline kept\n"
-    args = ["send", "--to", NEW_SESSION, "--subject", SUBJECT]
+    args = ["send", "--to", names.new_session, "--subject", SUBJECT]
     piped: str | None = body
     if source == "--body-file":
         path = tmp_path / "body.txt"
@@ -365,8 +431,9 @@ def test_send_takes_the_body_from_a_file_or_stdin(
     ],
 )
 def test_a_bad_address_exits_non_zero_naming_the_field(
-    ana: Cli, claude: Cli, recipients: list[str], blamed: str
+    ana: Cli, claude: Cli, names: Names, recipients: list[str], blamed: str
 ) -> None:
+    recipients = [names.new_session if arg == NEW_SESSION else arg for arg in recipients]
     result = ana("send", *recipients, "--subject", SUBJECT, "--body", "hi")
 
     assert result.returncode == 1
@@ -379,39 +446,35 @@ def test_a_bad_address_exits_non_zero_naming_the_field(
 
 
 def test_the_agent_inbox_lists_the_mail_with_ana_s_reply_address(
-    claude: Cli, first_mail: dict[str, Any]
+    claude: Cli, names: Names, first_mail: dict[str, Any]
 ) -> None:
     items = claude.json("inbox")["items"]
 
     assert [item["id"] for item in items] == [first_mail["id"]]
     (item,) = items
-    assert item["reply_address"] == ANA_REPLY_ADDRESS
-    assert item["session_alias"] == ALIAS
-    assert item["from"] == ANA_REPLY_ADDRESS
+    assert item["reply_address"] == names.ana_reply_address
+    assert item["session_alias"] == names.alias
+    assert item["from"] == names.ana_reply_address
     assert item["subject"] == SUBJECT
     assert item["read"] is False
     human = claude.ok("inbox").stdout
     assert first_mail["id"] in human and SUBJECT in human
 
 
-def test_read_prints_the_full_body(claude: Cli, first_mail: dict[str, Any]) -> None:
+def test_read_prints_the_full_body(claude: Cli, names: Names, first_mail: dict[str, Any]) -> None:
     text = claude.ok("read", first_mail["id"]).stdout
 
     assert LONG_BODY in text
     assert "truncated" not in text
-    assert f"Reply to: {ANA_REPLY_ADDRESS}" in text
+    assert f"Reply to: {names.ana_reply_address}" in text
     assert claude.json("read", first_mail["id"])["body"] == LONG_BODY
 
 
 def test_thread_lists_the_session_oldest_first(
-    ana: Cli, claude: Cli, first_mail: dict[str, Any]
+    ana: Cli, claude: Cli, names: Names, first_mail: dict[str, Any]
 ) -> None:
-    second = ana.json(
-        "send", "--to", CLAUDE_ADDRESS, "--subject", "Also the logout", "--body", "and logout"
-    )
-    third = ana.json(
-        "send", "--to", CLAUDE_ADDRESS, "--subject", "Never mind", "--body", "logout is fine"
-    )
+    second = sent_over_http(ana, names.claude_address, "Also the logout", "and logout")
+    third = sent_over_http(ana, names.claude_address, "Never mind", "logout is fine")
     ids = [first_mail["id"], second["id"], third["id"]]
 
     scope = ("--session", first_mail["session_id"])
@@ -425,7 +488,7 @@ def test_thread_lists_the_session_oldest_first(
 
 
 def test_an_agent_reply_with_parent_lands_in_the_same_session(
-    ana: Cli, claude: Cli, first_mail: dict[str, Any]
+    ana: Cli, claude: Cli, names: Names, first_mail: dict[str, Any]
 ) -> None:
     (item,) = claude.json("inbox")["items"]
 
@@ -445,7 +508,7 @@ def test_an_agent_reply_with_parent_lands_in_the_same_session(
     assert reply["parent_mail_id"] == first_mail["id"]
     thread = ana.json("thread", first_mail["id"])
     assert [mail["id"] for mail in thread] == [first_mail["id"], reply["id"]]
-    assert thread[1]["from"] == CLAUDE_ADDRESS
+    assert thread[1]["from"] == names.claude_address
     assert thread[1]["body"] == "Fixed in the session middleware."
     assert {mail["session_id"] for mail in thread} == {first_mail["session_id"]}
     (unread,) = ana.json("inbox", "--unread")["items"]
@@ -456,10 +519,10 @@ def test_an_agent_reply_with_parent_lands_in_the_same_session(
 
 
 def test_watch_json_prints_a_json_line_for_mail_sent_after_it_started(
-    ana: Cli, claude: Cli
+    ana: Cli, claude: Cli, names: Names
 ) -> None:
     with watching(claude, "--json") as (proc, out, err):
-        sent = ana.json("send", "--to", NEW_SESSION, "--subject", SUBJECT, "--body", "hi")
+        sent = sent_over_http(ana, names.new_session, SUBJECT, "hi")
 
         line = out.wait_for(lambda text: sent["id"] in text)
         event = json.loads(line)
@@ -467,7 +530,7 @@ def test_watch_json_prints_a_json_line_for_mail_sent_after_it_started(
         assert isinstance(event["id"], int)
         assert event["data"]["mail_id"] == sent["id"]
         assert event["data"]["subject"] == SUBJECT
-        assert event["data"]["reply_address"] == ANA_REPLY_ADDRESS
+        assert event["data"]["reply_address"] == names.ana_reply_address
 
         assert interrupt(proc) == 0
         for text in out.rest():  # every line on stdout is one JSON object
@@ -475,18 +538,17 @@ def test_watch_json_prints_a_json_line_for_mail_sent_after_it_started(
         assert "Traceback" not in "".join(err.rest())
 
 
-def test_watch_without_json_prints_one_readable_line_per_event(ana: Cli, claude: Cli) -> None:
-    first = ana.json("send", "--to", NEW_SESSION, "--subject", SUBJECT, "--body", "hi")
+def test_watch_without_json_prints_one_readable_line_per_event(
+    ana: Cli, claude: Cli, names: Names
+) -> None:
+    first = sent_over_http(ana, names.new_session, SUBJECT, "hi")
 
     with watching(ana) as (proc, out, _err):
-        claude.ok(
-            "send", "--to", ANA_REPLY_ADDRESS, "--parent", first["id"],
-            "--subject", "Re: Fix login bug", "--body", "done",
-        )  # fmt: skip
+        sent_over_http(claude, names.ana_reply_address, "Re: Fix login bug", "done", first["id"])
 
         line = out.wait_for(lambda text: "new_mail" in text)
         assert line.startswith("#")
-        assert CLAUDE_ADDRESS in line and "Re: Fix login bug" in line
+        assert names.claude_address in line and "Re: Fix login bug" in line
         with pytest.raises(json.JSONDecodeError):
             json.loads(line)
         assert interrupt(proc) == 0
@@ -496,10 +558,20 @@ def test_watch_without_json_prints_one_readable_line_per_event(ana: Cli, claude:
 
 
 @pytest.fixture
-def revoked_claude(admin: Cli, claude: Cli) -> Cli:
-    (agent,) = admin.json("agent", "list")
+def revoked_claude(admin: Cli, claude: Cli, names: Names) -> Cli:
+    """claude's one key, revoked by `agentmail agent revoke-key` (the only test of
+    that command; the key's id comes over HTTP)."""
+    agents: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:  # every page: the module's other tests added agents too
+        r = http(admin, "GET", "/api/v1/admin/agents", params={"cursor": cursor} if cursor else {})
+        assert r.status_code == 200, r.text
+        agents += r.json()["items"]
+        if not (cursor := r.json()["next_cursor"]):
+            break
+    (agent,) = [a for a in agents if a["name"] == names.claude]
     (key,) = agent["keys"]
-    admin.ok("agent", "revoke-key", "claude", key["key_id"])
+    admin.ok("agent", "revoke-key", names.claude, key["key_id"])
     return claude
 
 
@@ -533,10 +605,10 @@ def test_a_revoked_key_makes_watch_exit_non_zero_at_once_instead_of_retrying(
 
 
 def test_tokens_lists_the_clis_token_and_logout_revokes_it_and_deletes_it_locally(
-    ana: Cli, gateway_process: GatewayProcess, tmp_path: Path
+    ana: Cli, names: Names, shared_gateway: GatewayProcess, tmp_path: Path
 ) -> None:
-    laptop = Cli(ana.url, tmp_path / "xdg-ana-laptop")  # ana's second login elsewhere
-    laptop.ok("login", "--username", "ana", "--password", USER_PASSWORD)
+    assert ana.url is not None  # ana's second login elsewhere:
+    laptop = logged_in(ana.url, tmp_path / "xdg-ana-laptop", names.ana, USER_PASSWORD)
     listed = ana.json("tokens")
     assert [t["current"] for t in listed].count(True) == 1 and len(listed) == 2
     assert "(this CLI)" in ana.ok("tokens").stdout
@@ -546,7 +618,7 @@ def test_tokens_lists_the_clis_token_and_logout_revokes_it_and_deletes_it_locall
 
     assert "revoked" in result.stdout
     stored = json.loads(ana.config_file.read_text(encoding="utf-8"))
-    assert "token" not in stored and stored["url"] == gateway_process.url
+    assert "token" not in stored and stored["url"] == shared_gateway.url
     assert stat.S_IMODE(ana.config_file.stat().st_mode) == 0o600
     with_token = Cli(ana.url, tmp_path / "xdg-empty", {"AGENTMAIL_TOKEN": token})
     assert "revoked" in with_token("inbox", timeout=QUICKLY).stderr  # 401 at the gateway
@@ -555,10 +627,10 @@ def test_tokens_lists_the_clis_token_and_logout_revokes_it_and_deletes_it_locall
 
 
 def test_tokens_revoke_removes_one_token_and_logout_refuses_an_agent_key(
-    ana: Cli, claude: Cli, tmp_path: Path
+    ana: Cli, claude: Cli, names: Names, tmp_path: Path
 ) -> None:
-    laptop = Cli(ana.url, tmp_path / "xdg-ana-laptop")
-    laptop.ok("login", "--username", "ana", "--password", USER_PASSWORD)
+    assert ana.url is not None
+    laptop = logged_in(ana.url, tmp_path / "xdg-ana-laptop", names.ana, USER_PASSWORD)
     [other] = [t for t in ana.json("tokens") if not t["current"]]
     assert f"Revoked token {other['id']}" in ana.ok("tokens", "--revoke", other["id"]).stdout
     assert laptop("tokens", timeout=QUICKLY).returncode == 1
@@ -566,9 +638,11 @@ def test_tokens_revoke_removes_one_token_and_logout_refuses_an_agent_key(
     assert result.returncode == 1 and "agent key" in result.stderr
 
 
-def test_rotate_key_with_grace_keeps_the_old_key_working_for_now(admin: Cli, claude: Cli) -> None:
-    rotated = admin.json("agent", "rotate-key", "claude", "--grace", "600")
+def test_rotate_key_with_grace_keeps_the_old_key_working_for_now(
+    admin: Cli, claude: Cli, names: Names
+) -> None:
+    rotated = admin.json("agent", "rotate-key", names.claude, "--grace", "600")
     assert rotated["grace_s"] == 600 and rotated["key"].startswith("am_agent_")
     claude.ok("inbox")  # the old key, within its grace period
-    admin.ok("agent", "rotate-key", "claude")  # no grace: every older key stops now
+    admin.ok("agent", "rotate-key", names.claude)  # no grace: every older key stops now
     assert "revoked" in claude("inbox", timeout=QUICKLY).stderr

@@ -1,6 +1,12 @@
 """Browser tests: Playwright for Python driving the system Chromium against one
-real `agentmail serve` subprocess shared by the module (scripts/install-test-deps.sh
-installs Chromium and axe-core; under CI=true a missing browser fails, never skips)."""
+real `agentmail serve` subprocess shared by the browser modules of the test run
+(scripts/install-test-deps.sh installs Chromium and axe-core; under CI=true a
+missing browser fails, never skips).
+
+What is shared, and why it is safe: the gateway (every test makes its own
+principals, their names suffixed with a random hex, and changes no setting), and
+per module one browser, in which every test opens fresh contexts (no cookie,
+storage or permission carries over)."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import httpx
 import pytest
 
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
-from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, copy_template
 from tests.needs import missing
 
 CHROMIUM = "/usr/bin/chromium"
@@ -100,14 +106,18 @@ class Web:
         return self.send(human, [f"{agent}@{ws}.new"], subject="Work", permission_mode=mode)
 
 
-@pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
+@pytest.fixture(scope="session")
+def web(tmp_path_factory: pytest.TempPathFactory, template_db: Path) -> Iterator[Web]:
+    """The gateway of every browser module in this process (on a copy of the
+    migrated template: its start skips the migrations)."""
     env = clean_env(
         AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD,
         AGENTMAIL_LOGIN_FAILURES_PER_USER="3",
         **FAST_HASH_ENV,
     )
-    gp = GatewayProcess(data_dir=tmp_path_factory.mktemp("web") / "data", env=env)
+    data_dir = tmp_path_factory.mktemp("web") / "data"
+    copy_template(template_db, data_dir)
+    gp = GatewayProcess(data_dir=data_dir, env=env)
     gp.start()
     try:
         with httpx.Client(base_url=gp.url, timeout=30) as http:
@@ -120,6 +130,8 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium per module (Playwright's sync API runs its own event loop
+    while it is open: closed with the module, it is out of other modules' way)."""
     _require(Path(CHROMIUM), "system Chromium")
     from playwright.sync_api import sync_playwright
 
