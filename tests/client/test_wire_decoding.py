@@ -333,3 +333,45 @@ def test_a_path_segment_is_quoted_like_urllib() -> None:
 
     for value in ("r-1", "a/b", "ü ?#%", "x.y_z~"):
         assert lite.quote(value) == quote(value, safe="")
+
+
+def test_a_gateway_that_never_answers_does_not_hold_the_hook_past_its_deadline() -> None:
+    # Accepts connections (the kernel's backlog) but never answers a byte.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with lite.Asker(lite.Gateway(url, "am_agent_x")) as asker:
+            start = lite.clock()
+            refused = asker.opened(0.3)
+            returned = lite.clock()
+    assert isinstance(refused, asking.Failed) and refused.stage == "stream"
+    assert not refused.error.permanent
+    # Bounded by the caller's 0.3 s, not by the transport's own connect limit.
+    assert returned - start < lite.CONNECT_TIMEOUT_S
+
+
+def test_a_key_revoked_while_waiting_ends_the_wait_at_once(
+    serve: Callable[[list[Handler]], Server],
+) -> None:
+    # The stream ends; the reconnect is refused (401): permanent, never retried.
+    refusal = ErrorBody(error=ErrorDetail(code="unauthorized", message="key revoked"))
+    server = serve([
+        stream(),
+        answer(201, permission("pending").model_dump_json().encode()),
+        answer(401, refusal.model_dump_json().encode()),
+    ])  # fmt: skip
+    gateway = lite.Gateway(server.url, "am_agent_x")
+    asker = lite.Asker(gateway)
+    asker.stream = lite.EventStream(gateway, Backoff(initial=0.001, cap=0.001))
+    with asker:
+        deadline = until()
+        assert asker.opened(DEADLINE_S) is None
+        pending = asker.post(
+            lambda left: gateway.request_permission("s-1", "k", until=lite.clock() + left),
+            "k",
+            deadline,
+        )
+        assert isinstance(pending, asking.Pending)
+        result = asker.wait(pending, deadline)
+        assert lite.clock() < deadline  # at once, not at the deadline
+    assert isinstance(result, asking.Failed) and result.stage == "wait"
+    assert result.error.status == 401 and result.error.message == "key revoked"

@@ -386,12 +386,15 @@ class EventStream:
         if self.cursor.resume:
             extra["Last-Event-ID"] = self.cursor.resume
         connection: _Connection | None = None
+        # Never past the caller's deadline: a gateway that swallows the connect
+        # must not hold the hook beyond its wait (platforms fail open on a kill).
+        limit = min(until, clock() + CONNECT_TIMEOUT_S)
         try:
-            connection = gateway._connect(clock() + CONNECT_TIMEOUT_S)
+            connection = gateway._connect(limit)
             connection.sock.sendall(gateway._request_bytes("GET", "/agent/events", None, extra))
-            status, reason, headers = connection.head(clock() + CONNECT_TIMEOUT_S)
+            status, reason, headers = connection.head(limit)
             if status != 200:
-                content = connection.body(headers, clock() + CONNECT_TIMEOUT_S)
+                content = connection.body(headers, limit)
                 gateway._release(connection)
                 failure = ApiError.from_parts(status, reason, content, headers)
                 if failure.permanent:
