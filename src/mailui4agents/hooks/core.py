@@ -91,7 +91,7 @@ def precheck(call: ToolCall, settings: HookSettings) -> HookDecision | None:
 
 async def evaluate(call: ToolCall, settings: HookSettings) -> HookDecision:
     """Decide one call in an event loop (the bridge's in-process gate,
-    bridge/drivers/gate.py): the blocking ask of :func:`ask` runs in a worker
+    bridge/drivers/gate.py): the blocking ask (:func:`_ask`) runs in a worker
     thread, aborted at once when the caller is cancelled."""
     decided = precheck(call, settings)
     if decided is not None:
