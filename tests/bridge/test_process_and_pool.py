@@ -129,15 +129,17 @@ async def test_the_park_socket_parks_a_turn_while_the_hook_waits() -> None:
             await server.serve(tasks)
             server.turns["tok"] = state
             with anyio.fail_after(10):
-                async with parked(env, "req-9"):
+                with parked(
+                    env, "req-9"
+                ):  # blocking (the hook's), but connect + send return at once
                     await state.changed.wait() if not state.parked else None
                     assert state.parked and state.request_id == "req-9"
                 while state.parked:
                     await state.changed.wait()
             # An unknown token parks nothing; a missing socket is harmless.
-            async with parked({**env, "AGENTMAIL_BRIDGE_TURN": "other"}, "r"):
+            with parked({**env, "AGENTMAIL_BRIDGE_TURN": "other"}, "r"):
                 pass
-            async with parked({"AGENTMAIL_BRIDGE_SOCKET": "/no/such.sock",
+            with parked({"AGENTMAIL_BRIDGE_SOCKET": "/no/such.sock",
                                "AGENTMAIL_BRIDGE_TURN": "tok"}, "r"):  # fmt: skip
                 pass
             tasks.cancel_scope.cancel()

@@ -88,9 +88,20 @@ def test_a_protected_path_is_refused_on_the_fast_path(tmp_path: Path) -> None:
     assert modules & HEAVY == set()
 
 
-def test_a_guarded_call_loads_the_client_and_still_fails_closed(tmp_path: Path) -> None:
+# Never on the path of a call that asks a human either (hooks/gateway.py): the
+# ask runs on the standard library's sockets (client/lite.py).
+ASK_HEAVY = {
+    "anyio", "asyncio", "httpx", "httpcore", "pydantic", "ssl", "click",
+    "mailui4agents.client.client", "mailui4agents.client.waiting", "mailui4agents.wire.models",
+}  # fmt: skip
+
+
+def test_a_guarded_call_asks_on_the_standard_library_and_still_fails_closed(
+    tmp_path: Path,
+) -> None:
     """Negative control for the import check: a call that must ask a human loads
-    the client; with the gateway down, a mail-driven call is denied."""
+    the gateway code — but no event loop, httpx or pydantic; with the gateway
+    down, a mail-driven call is denied."""
     env = _env(
         tmp_path,
         AGENTMAIL_URL=f"http://127.0.0.1:{_closed_port()}",
@@ -101,8 +112,9 @@ def test_a_guarded_call_loads_the_client_and_still_fails_closed(tmp_path: Path) 
     done, modules = run_traced(["hook", "claude-code"], claude_input(), env, via_m=False)
     out = json.loads(done.stdout)["hookSpecificOutput"]
     assert done.returncode == 0
-    assert out["permissionDecision"] == "deny"
-    assert {"anyio", "httpx", "mailui4agents.hooks.gateway"} <= modules
+    assert out["permissionDecision"] == "deny" and "unavailable" in out["permissionDecisionReason"]
+    assert {"mailui4agents.hooks.gateway", "mailui4agents.client.lite"} <= modules
+    assert modules & ASK_HEAVY == set()
 
 
 def test_a_broken_config_file_still_denies_on_the_fast_path(tmp_path: Path) -> None:

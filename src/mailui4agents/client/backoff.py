@@ -1,12 +1,18 @@
-"""Exponential reconnect delays with jitter."""
+"""Exponential reconnect delays with jitter.
+
+A plain class, not a dataclass, and ``random`` imported on the first delay: the
+hook's ask path (client/lite.py) imports this on every asking call and rarely
+reconnects.
+"""
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import random
 
 
-@dataclass
 class Backoff:
     """Delays that start at ``initial`` seconds and double up to ``cap``.
 
@@ -14,19 +20,30 @@ class Backoff:
     cut off together (a gateway restart) do not all come back at the same instant.
     """
 
-    initial: float = 0.2
-    cap: float = 10.0
-    factor: float = 2.0
-    rng: random.Random = field(default_factory=random.Random)
-    _next: float = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if not 0 < self.initial <= self.cap or self.factor < 1:
+    def __init__(
+        self,
+        initial: float = 0.2,
+        cap: float = 10.0,
+        factor: float = 2.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not 0 < initial <= cap or factor < 1:
             raise ValueError("need 0 < initial <= cap and factor >= 1")
-        self._next = self.initial
+        self.initial = initial
+        self.cap = cap
+        self.factor = factor
+        self.rng = rng
+        self._next = initial
+
+    def __repr__(self) -> str:
+        return f"Backoff(initial={self.initial!r}, cap={self.cap!r}, factor={self.factor!r})"
 
     def next_delay(self) -> float:
         """The delay before the next attempt; each call doubles the following one."""
+        if self.rng is None:
+            import random
+
+            self.rng = random.Random()
         delay = self._next
         self._next = min(self._next * self.factor, self.cap)
         return delay / 2 + self.rng.uniform(0, delay / 2)

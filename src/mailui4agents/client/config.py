@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailui4agents.client.config_file import config_file_path
+from mailui4agents.client.config_file import DEFAULT_URL, Coordinates, config_file_path
 from mailui4agents.client.config_file import read_config_file as read_config_file
 from mailui4agents.private_files import private_dir
 
-DEFAULT_URL = "http://127.0.0.1:8025"
+__all__ = ["DEFAULT_URL", "ClientConfig", "config_path", "read_config_file", "write_config_file"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +58,8 @@ class ClientConfig:
     @classmethod
     def from_stored(cls, environ: Mapping[str, str], stored: Mapping[str, Any]) -> ClientConfig:
         """Build a config from ``environ`` and the config file's already-read contents."""
-        env_key = environ.get("AGENTMAIL_KEY") or None
-        env_token = environ.get("AGENTMAIL_TOKEN") or None
-        if env_key or env_token:
-            key, token = env_key, env_token
-        else:
-            key, token = _str_or_none(stored.get("key")), _str_or_none(stored.get("token"))
-        url = environ.get("AGENTMAIL_URL") or _str_or_none(stored.get("url")) or DEFAULT_URL
-        agent = environ.get("AGENTMAIL_AGENT") or _str_or_none(stored.get("agent_name"))
-        return cls(url=url.rstrip("/"), key=key, token=token, agent_name=agent)
+        found = Coordinates.resolve(environ, stored)
+        return cls(url=found.url, key=found.key, token=found.token, agent_name=found.agent_name)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -97,7 +90,3 @@ def write_config_file(
         raise
     os.replace(temporary, target)
     return target
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None

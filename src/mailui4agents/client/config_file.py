@@ -1,8 +1,8 @@
 """Where ``agentmail login`` stores its settings, and reading them back.
 
-Standard library only (``os``, ``json``): the hook's read-only fast path reads
-the file on every tool call (mailui4agents/hooks/types.py), so this module
-avoids pathlib and dataclasses; mailui4agents/client/config.py builds on it.
+Standard library only (``os``, ``json``): the hook reads the file on every tool
+call (mailui4agents/hooks/types.py), so this module avoids pathlib and
+dataclasses; mailui4agents/client/config.py builds on it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,10 @@ import json
 import os
 from collections.abc import Mapping
 from typing import Any
+
+from mailui4agents.domain.values import Value
+
+DEFAULT_URL = "http://127.0.0.1:8025"
 
 
 def config_file_path(env: Mapping[str, str]) -> str:
@@ -33,3 +37,45 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data
+
+
+class Coordinates(Value):
+    """Where the gateway is and one credential, resolved from the environment and
+    the config file (the rules are in client/config.py's docstring; ClientConfig
+    is built from this)."""
+
+    __slots__ = ("agent_name", "key", "token", "url")
+    url: str
+    key: str | None
+    token: str | None
+    agent_name: str | None
+
+    def __init__(
+        self, url: str, key: str | None, token: str | None, agent_name: str | None
+    ) -> None:
+        self._init(url=url, key=key, token=token, agent_name=agent_name)
+
+    @property
+    def is_agent(self) -> bool:
+        return self.key is not None
+
+    @property
+    def credential(self) -> str | None:
+        return self.key if self.key is not None else self.token
+
+    @classmethod
+    def resolve(cls, environ: Mapping[str, str], stored: Mapping[str, Any]) -> Coordinates:
+        """Environment variables win; credentials are taken as a pair."""
+        env_key = environ.get("AGENTMAIL_KEY") or None
+        env_token = environ.get("AGENTMAIL_TOKEN") or None
+        if env_key or env_token:
+            key, token = env_key, env_token
+        else:
+            key, token = _str_or_none(stored.get("key")), _str_or_none(stored.get("token"))
+        url = environ.get("AGENTMAIL_URL") or _str_or_none(stored.get("url")) or DEFAULT_URL
+        agent = environ.get("AGENTMAIL_AGENT") or _str_or_none(stored.get("agent_name"))
+        return cls(url.rstrip("/"), key, token, agent)
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

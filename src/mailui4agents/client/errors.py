@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
-
-import httpx
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from mailui4agents.domain.failures import classify_failure
+
+if TYPE_CHECKING:  # only for the annotation: the hook's stdlib transport needs no httpx
+    import httpx
 
 
 class ApiError(Exception):
@@ -68,31 +70,43 @@ class ApiError(Exception):
     @classmethod
     def from_response(cls, response: httpx.Response) -> ApiError:
         """Parse a non-2xx response (its body must already be read)."""
+        return cls.from_parts(
+            response.status_code, response.reason_phrase, response.content, response.headers
+        )
+
+    @classmethod
+    def from_parts(
+        cls, status: int, reason_phrase: str, content: bytes, headers: Mapping[str, str]
+    ) -> ApiError:
+        """Parse a non-2xx answer from its parts: httpx's (``from_response``) and
+        the hook's own transport (client/lite.py) decode errors the same way.
+        ``headers`` must look names up case-insensitively (both transports do)."""
+        text = content.decode("utf-8", "replace")
         try:
-            body: Any = response.json()
+            body: Any = json.loads(content)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            body = response.text
+            body = text
         error = body.get("error") if isinstance(body, dict) else None
         if not isinstance(error, dict):
             error = {}
-        code = str(error.get("code") or f"http_{response.status_code}")
+        code = str(error.get("code") or f"http_{status}")
         message = str(error.get("message") or "")
         if not message and error.get("reason"):
             message = f"{code}: {error['reason']}"  # the 409 bodies carry a reason only
         if not message and isinstance(body, str) and body.strip():
             message = body.strip()[:500]
         if not message:
-            message = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+            message = f"HTTP {status} {reason_phrase}".strip()
         accepted = error.get("accepted_fields")
         field = error.get("field")
         return cls(
-            response.status_code,
+            status,
             code,
             message,
             field=field if isinstance(field, str) else None,
             accepted_fields=[str(f) for f in accepted] if isinstance(accepted, list) else None,
             body=body,
-            retry_after=_retry_after(response),
+            retry_after=_retry_after(headers.get("Retry-After")),
         )
 
 
@@ -106,8 +120,7 @@ class GatewayUnreachable(ApiError):
         self.url = url
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
+def _retry_after(value: str | None) -> float | None:
     if value is None:
         return None
     try:

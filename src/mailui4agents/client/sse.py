@@ -8,26 +8,35 @@ exactly that case), or between the CR and LF of one CRLF line end.
 from __future__ import annotations
 
 import codecs
+import json
 import re
-from dataclasses import dataclass
+from typing import Any
+
+from mailui4agents.domain.values import Value
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
+# wire/events.py EventType.RESET (not imported: that package needs pydantic).
+RESET = "reset"
 
 
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
+class SSEEvent(Value):
     """One dispatched event.
 
     ``id`` is the last event id in effect when the event was dispatched (ids
     persist until changed; ``None`` when none was ever set or it was cleared).
     ``retry`` is the reconnection time in milliseconds given in this event's own
-    lines, if any.
+    lines, if any. (Not a dataclass: the hook's ask path imports this module,
+    client/lite.py.)
     """
 
+    __slots__ = ("data", "event", "id", "retry")
     id: str | None
     event: str
     data: str
-    retry: int | None = None
+    retry: int | None
+
+    def __init__(self, id: str | None, event: str, data: str, retry: int | None = None) -> None:
+        self._init(id=id, event=event, data=data, retry=retry)
 
 
 class SSEParser:
@@ -102,3 +111,51 @@ class SSEParser:
         return SSEEvent(
             id=self.last_event_id, event=event_type or "message", data="\n".join(data), retry=retry
         )
+
+
+class Cursor:
+    """Which events of a reconnecting stream are new, and where to resume: the
+    one bookkeeping of client/stream.py (httpx) and client/lite.py (the hook's
+    sockets).
+
+    An event whose id is not above the newest seen is a replay and dropped. A
+    ``reset`` (the cursor was ahead of the gateway's log, restored from a backup)
+    moves the cursor back to its id, so the events that follow are not dropped.
+    """
+
+    def __init__(self, last_event_id: str | None) -> None:
+        self.resume = last_event_id
+        self.newest = as_int(last_event_id)
+
+    def accept(self, sse: SSEEvent) -> tuple[int | None, str, dict[str, Any]] | None:
+        """(id, type, decoded data) of an event to pass on, or None (a ping, a replay)."""
+        if sse.event == "ping":
+            return None
+        event_id = as_int(sse.id)
+        if sse.event == RESET:  # the log is behind our cursor: start over from its head
+            self.newest = event_id
+            self.resume = sse.id or self.resume
+            return event_id, sse.event, decode_data(sse.data)
+        if event_id is not None and self.newest is not None and event_id <= self.newest:
+            return None
+        self.newest = event_id if event_id is not None else self.newest
+        return event_id, sse.event, decode_data(sse.data)
+
+    def moved(self, parser: SSEParser) -> None:
+        """After a chunk: resume from the parser's last event id."""
+        self.resume = parser.last_event_id or self.resume
+
+
+def decode_data(data: str) -> dict[str, Any]:
+    """An event's JSON data as an object (``{"raw": ...}`` when it is not JSON)."""
+    try:
+        value = json.loads(data)
+    except json.JSONDecodeError:
+        return {"raw": data}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def as_int(value: str | None) -> int | None:
+    if value is None or not (value.isascii() and value.isdigit()):
+        return None
+    return int(value)

@@ -13,10 +13,8 @@ id, so the events that follow (with ids below the old cursor) are not dropped.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import Any
 
 import anyio
 import httpx
@@ -24,7 +22,7 @@ import httpx
 from mailui4agents.client.backoff import Backoff
 from mailui4agents.client.errors import ApiError, GatewayUnreachable
 from mailui4agents.client.models import Event
-from mailui4agents.client.sse import SSEEvent, SSEParser
+from mailui4agents.client.sse import Cursor, SSEParser
 from mailui4agents.wire.events import EventType
 
 logger = logging.getLogger(__name__)
@@ -50,15 +48,15 @@ async def iter_events(
     on_connect: Callable[[], None] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Yield the events of the stream at ``path`` forever, reconnecting as needed."""
-    resume = last_event_id
-    newest = _as_int(last_event_id)
+    cursor = Cursor(last_event_id)
     while True:
         failure: ApiError | None = None
         connected = False
         try:
             async with http.stream(
-                "GET", path, headers=_stream_headers(headers, resume), timeout=STREAM_TIMEOUT
-            ) as response:
+                "GET", path, headers=_stream_headers(headers, cursor.resume),
+                timeout=STREAM_TIMEOUT,
+            ) as response:  # fmt: skip
                 if response.status_code != 200:
                     await response.aread()
                     failure = ApiError.from_response(response)
@@ -75,18 +73,11 @@ async def iter_events(
                     async for chunk in response.aiter_bytes():
                         backoff.reset()  # the connection works; start over next time
                         for sse in parser.feed(chunk):
-                            event = _to_event(sse)
-                            if event is not None and event.type == RESET:
-                                # The log is behind our cursor: start over from its head.
-                                newest = event.id
-                                resume = sse.id or resume
-                                yield event
-                                continue
-                            if event is None or _seen(event.id, newest):
-                                continue
-                            newest = event.id if event.id is not None else newest
-                            yield event
-                        resume = parser.last_event_id or resume
+                            accepted = cursor.accept(sse)
+                            if accepted is not None:
+                                event_id, event_type, data = accepted
+                                yield Event(id=event_id, type=event_type, data=data)
+                        cursor.moved(parser)
                         if parser.retry is not None:
                             backoff.initial = min(max(parser.retry / 1000, 0.001), backoff.cap)
         except httpx.TransportError as exc:
@@ -119,27 +110,3 @@ def _require_event_stream(response: httpx.Response) -> None:
             "not text/event-stream: is AGENTMAIL_URL the gateway?",
             permanent=True,
         )
-
-
-def _to_event(sse: SSEEvent) -> Event | None:
-    if sse.event == "ping":
-        return None
-    return Event(id=_as_int(sse.id), type=sse.event, data=_decode(sse.data))
-
-
-def _decode(data: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except json.JSONDecodeError:
-        return {"raw": data}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _seen(event_id: int | None, newest: int | None) -> bool:
-    return event_id is not None and newest is not None and event_id <= newest
-
-
-def _as_int(value: str | None) -> int | None:
-    if value is None or not (value.isascii() and value.isdigit()):
-        return None
-    return int(value)

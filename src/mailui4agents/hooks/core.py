@@ -16,8 +16,10 @@ Nothing here may crash: Claude Code treats a hook that exits 1 as "proceed",
 so :func:`decide` turns every unexpected error into a deny.
 
 Rules 2-4 (:func:`precheck`) need only the standard library: a read-only call
-is decided without importing anyio, asyncio or the HTTP client, which only
-load for rule 5 (tests/hooks/test_fast_path.py; bench/README.md has timings).
+is decided without importing the gateway code, which only loads for rule 5.
+Rule 5 too runs on the standard library alone (blocking sockets,
+client/lite.py): no httpx, pydantic, anyio or asyncio in a hook process
+(tests/hooks/test_fast_path.py; bench/README.md has timings).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from mailui4agents.hooks.types import (
 )
 
 if TYPE_CHECKING:
-    from mailui4agents.client import AsyncClient
+    from mailui4agents.client.lite import Gateway
 
 __all__ = [
     "HookDecision",
@@ -82,38 +84,50 @@ def precheck(call: ToolCall, settings: HookSettings) -> HookDecision | None:
             "no mail session (AGENTMAIL_SESSION_ID) and no owner to ask by mail "
             "(AGENTMAIL_OWNER): the platform's own prompt decides"
         )
-    if not settings.client.is_agent:
+    if not settings.coordinates.is_agent:
         return deny("the hook needs an agent key in AGENTMAIL_KEY to ask the gateway")
     return None
 
 
-async def evaluate(
-    call: ToolCall, settings: HookSettings, *, client: AsyncClient | None = None
-) -> HookDecision:
-    """Decide one tool call (the module docstring gives the order of the rules)."""
+async def evaluate(call: ToolCall, settings: HookSettings) -> HookDecision:
+    """Decide one call in an event loop (the bridge's in-process gate,
+    bridge/drivers/gate.py): the blocking ask (:func:`_ask`) runs in a worker
+    thread, aborted at once when the caller is cancelled."""
     decided = precheck(call, settings)
     if decided is not None:
         return decided
-    # Imported here, not at the top: calls that precheck decides never load them.
-    # The wait's deadline starts once they are loaded (seconds on a loaded
-    # machine), so a short AGENTMAIL_HOOK_TIMEOUT is not spent on imports.
-    import anyio
+    import anyio.to_thread
 
+    from mailui4agents.hooks.gateway import connect
+
+    gateway = connect(settings)
+    try:
+        return await anyio.to_thread.run_sync(_ask, call, settings, gateway, abandon_on_cancel=True)
+    finally:
+        gateway.abort()  # a no-op once it returned; else the thread ends now
+
+
+def _ask(call: ToolCall, settings: HookSettings, gateway: Gateway) -> HookDecision:
+    from mailui4agents.client import lite
     from mailui4agents.hooks.gateway import ask_gateway
 
-    deadline = anyio.current_time() + settings.timeout_s
-    return await ask_gateway(call, settings, client, deadline)
+    # The wait's deadline starts once the ask path is imported (seconds on a
+    # loaded machine), so a short AGENTMAIL_HOOK_TIMEOUT is not spent on imports.
+    deadline = lite.clock() + settings.timeout_s
+    return ask_gateway(call, settings, gateway, deadline)
 
 
 def decide(call: ToolCall, settings: HookSettings) -> HookDecision:
-    """Decide one call: :func:`precheck` first, then :func:`evaluate` in a fresh
-    event loop only when a human must be asked. Any unexpected error denies."""
+    """Decide one call: :func:`precheck` first, then — only when a human must be
+    asked — the blocking ask on the standard library (hooks/gateway.py), with
+    no event loop. Any unexpected error denies."""
     try:
         decided = precheck(call, settings)
         if decided is not None:
             return decided
-        import anyio
+        # Imported here, not at the top: calls that precheck decides never load it.
+        from mailui4agents.hooks.gateway import connect
 
-        return anyio.run(evaluate, call, settings)
+        return _ask(call, settings, connect(settings))
     except Exception as exc:  # never crash: exit 1 means "proceed" to Claude Code
         return deny(f"the agentmail hook failed ({type(exc).__name__}: {exc}); denied to be safe")

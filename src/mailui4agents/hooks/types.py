@@ -12,7 +12,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from mailui4agents.client.config_file import config_file_path, read_config_file
+from mailui4agents.client.config_file import Coordinates, config_file_path, read_config_file
+from mailui4agents.domain.values import Value
 
 if TYPE_CHECKING:
     from mailui4agents.client.config import ClientConfig
@@ -23,36 +24,7 @@ Verdict = Literal["allow", "deny", "ask"]
 MAX_TIMEOUT_S = 86400.0
 
 
-class _Value:
-    """Equality, hash and repr over ``__slots__``, and no attribute assignment
-    after ``__init__`` (what ``@dataclass(frozen=True)`` gave)."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def _fields(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def _init(self, **values: Any) -> None:
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
-        return f"{type(self).__name__}({inner})"
-
-
-class HookDecision(_Value):
+class HookDecision(Value):
     """What the hook tells the platform, and why (shown to the model or user).
 
     ``ask`` means "the platform's own prompt decides"; it is only given where a
@@ -91,7 +63,7 @@ def ask(reason: str) -> HookDecision:
     return HookDecision("ask", reason)
 
 
-class ToolCall(_Value):
+class ToolCall(Value):
     """One tool call as a platform reports it (``session_id``: the platform's own)."""
 
     __slots__ = ("cwd", "session_id", "tool_input", "tool_name", "tool_use_id")
@@ -121,7 +93,7 @@ class ToolCall(_Value):
         return hash((self.tool_name, self.session_id, self.cwd, self.tool_use_id))
 
 
-class HookSettings(_Value):
+class HookSettings(Value):
     """Everything the flow reads from the environment, resolved once.
 
     - ``AGENTMAIL_HOOK_TIMEOUT``: seconds to wait for a human (else the platform's default)
@@ -180,6 +152,12 @@ class HookSettings(_Value):
             stored=stored,
             _client=client,
         )
+
+    @property
+    def coordinates(self) -> Coordinates:
+        """The gateway's URL and the credential, without importing the client
+        package (the hook's ask path, hooks/gateway.py)."""
+        return Coordinates.resolve(self.env, self.stored)
 
     @property
     def client(self) -> ClientConfig:

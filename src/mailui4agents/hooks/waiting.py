@@ -2,16 +2,17 @@
 (docs/behaviour.md#rules-on-the-waiting-side).
 
 The asking itself — stream first, then the post, only this request's decision,
-read back on reconnect and at the deadline — is client/waiting.py, shared with
-the MCP server. Here its outcomes become hook decisions, fail-closed: only an
-explicit approval allows (hooks/outcomes.py), and while the hook waits it tells a
-bridge it is parked (hooks/parking.py).
+read back on reconnect and at the deadline — is the one protocol of
+client/asking.py, shared with the MCP server; the hook runs it with the blocking
+standard-library driver of client/lite.py. Here its outcomes become hook
+decisions, fail-closed: only an explicit approval allows (hooks/outcomes.py),
+and while the hook waits it tells a bridge it is parked (hooks/parking.py).
 """
 
 from __future__ import annotations
 
-from mailui4agents.client import AsyncClient, waiting
-from mailui4agents.client.waiting import FINAL_CHECK_S, is_own_decision
+from mailui4agents.client import asking, lite
+from mailui4agents.client.asking import FINAL_CHECK_S, is_own_decision
 from mailui4agents.hooks.outcomes import duplicate, from_decision, from_error
 from mailui4agents.hooks.parking import parked
 from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall, deny
@@ -19,8 +20,8 @@ from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall, deny
 __all__ = ["FINAL_CHECK_S", "ask_human", "is_own_decision"]
 
 
-async def ask_human(
-    gateway: AsyncClient,
+def ask_human(
+    gateway: lite.Gateway,
     call: ToolCall,
     settings: HookSettings,
     *,
@@ -28,12 +29,13 @@ async def ask_human(
     key: str,
     deadline: float,
 ) -> HookDecision:
-    """Post the request for ``call`` and wait until ``deadline`` (anyio clock)."""
+    """Post the request for ``call`` and wait until ``deadline`` (lite.clock)."""
 
-    async def post(seconds_left: float) -> dict[str, object]:
-        return await gateway.request_permission(
+    def post(seconds_left: float) -> dict[str, object]:
+        return gateway.request_permission(
             session_id,
             key,
+            until=lite.clock() + seconds_left,
             kind="approval",
             tool_name=call.tool_name,
             tool_input=call.tool_input,
@@ -45,30 +47,31 @@ async def ask_human(
 
     mail_driven = settings.mail_driven
     news = ""
-    async with waiting.Asker(gateway) as asker:
-        refused = await asker.opened(min(waiting.CONNECT_TIMEOUT_S, waiting.left(deadline)))
+    with lite.Asker(gateway) as asker:
+        left = max(deadline - lite.clock(), 0.0)
+        refused = asker.opened(min(asking.CONNECT_TIMEOUT_S, left))
         if refused is not None:
             return from_error(refused.error, mail_driven=mail_driven)
-        timeout_s = max(1, int(waiting.left(deadline)))
-        result = await asker.post(post, key, deadline)
-        if isinstance(result, waiting.Pending):
-            async with parked(settings.env, result.request_id) as parking:  # clock paused
-                result = await asker.wait(result, deadline)
+        timeout_s = max(1, int(max(deadline - lite.clock(), 0.0)))
+        result = asker.post(post, key, deadline)
+        if isinstance(result, asking.Pending):
+            with parked(settings.env, result.request_id) as parking:  # clock paused
+                result = asker.wait(result, deadline)
                 # Mail that reached the session while the agent waited goes to the
                 # model with the decision; the bridge also delivers it next.
-                news = await parking.news()
+                news = parking.news()
     decision = _decision(result, timeout_s, mail_driven)
     if news:
         decision = decision.replace(reason=f"{decision.reason}\n\n{news}", context=news)
     return decision
 
 
-def _decision(result: waiting.Outcome, timeout_s: int, mail_driven: bool) -> HookDecision:
-    if isinstance(result, waiting.Decided):
+def _decision(result: asking.Outcome, timeout_s: int, mail_driven: bool) -> HookDecision:
+    if isinstance(result, asking.Decided):
         return from_decision(result.data, timeout_s=timeout_s)
-    if isinstance(result, waiting.Duplicate):
+    if isinstance(result, asking.Duplicate):
         return duplicate()
-    if isinstance(result, waiting.Failed):
+    if isinstance(result, asking.Failed):
         return from_error(result.error, mail_driven=mail_driven)
     if result.stage == "post":
         return deny(f"timed out: the gateway did not take the request within {timeout_s} s")

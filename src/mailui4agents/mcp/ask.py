@@ -1,7 +1,8 @@
 """``ask_human``: a question to the deciders of the current mail session, and the
 wait for their answer (docs/behaviour.md#questions). The asking itself — stream
 first, then the post, only this question's decision, read back on reconnect and
-at the deadline — is the one protocol in client/waiting.py.
+at the deadline — is the one protocol of client/asking.py, run by its anyio
+driver (client/waiting.py).
 
 Every way of not getting an answer is an error with its own words: the human
 refused (with the note), nobody answered in time ("timed out waiting for an
