@@ -333,11 +333,18 @@ def gateway_process(
         gp.stop()
 
 
-@pytest.fixture
-async def live(gateway_process: GatewayProcess) -> AsyncIterator[Api]:
-    async with httpx.AsyncClient(base_url=gateway_process.url, timeout=30) as http:
+@asynccontextmanager
+async def admin_api(url: str) -> AsyncIterator[Api]:
+    """An Api on the gateway process at `url`, its admin logged in (over HTTP)."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         a = Api(http)
         await a.login("admin", ADMIN_PASSWORD)
+        yield a
+
+
+@pytest.fixture
+async def live(gateway_process: GatewayProcess) -> AsyncIterator[Api]:
+    async with admin_api(gateway_process.url) as a:
         yield a
 
 

@@ -12,9 +12,8 @@ from itertools import count
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
-from tests.conftest import ADMIN_PASSWORD, Api
+from tests.conftest import Api, admin_api
 
 from mailui4agents import testing
 from mailui4agents.testing import GatewayProcess
@@ -29,9 +28,7 @@ _PEOPLE = count(1)
 @pytest.fixture
 async def live(shared_gateway: GatewayProcess) -> AsyncIterator[Api]:
     """The module's one gateway, its admin logged in (over HTTP)."""
-    async with httpx.AsyncClient(base_url=shared_gateway.url, timeout=30) as http:
-        a = Api(http)
-        await a.login("admin", ADMIN_PASSWORD)
+    async with admin_api(shared_gateway.url) as a:
         yield a
 
 

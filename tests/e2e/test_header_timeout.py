@@ -16,6 +16,7 @@ import pytest
 
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 from tests.conftest import ADMIN_PASSWORD
+from tests.e2e.raw_http import HEALTHZ, recv_until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -80,13 +81,8 @@ def test_a_request_sent_in_time_is_answered_and_the_idle_connection_then_closed(
     gateway: GatewayProcess,
 ) -> None:
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=DEADLINE_S) as s:
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
-        answer = b""
-        while b'"ok"' not in answer:
-            chunk = s.recv(4096)
-            assert chunk, answer
-            answer += chunk
-        assert answer.startswith(b"HTTP/1.1 200")
+        s.sendall(HEALTHZ)
+        assert recv_until(s, b'"ok"').startswith(b"HTTP/1.1 200")
         # Then a second request header that never ends: closed too.
         s.sendall(b"GET /healthz HTTP/1.1\r\n")
         assert len(closed_within([s], DEADLINE_S)) == 1
@@ -156,11 +152,7 @@ def test_a_large_body_is_not_a_large_header(gateway: GatewayProcess) -> None:
     body = b'{"username": "' + b"a" * (200 * 1024) + b'", "password": "x"}'
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=DEADLINE_S) as s:
         s.sendall(request(10, body=body, method="POST", path="/api/v1/auth/login"))
-        got = b""
-        while b"wrong username or password" not in got:
-            chunk = s.recv(65536)
-            assert chunk, got
-            got += chunk
+        got = recv_until(s, b"wrong username or password")
         assert got.startswith(b"HTTP/1.1 401"), got[:80]
         next_request = request(10)
         s.sendall(next_request[:20])

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+from tests.e2e.raw_http import HEALTHZ, recv_until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -67,14 +68,10 @@ def test_an_idle_kept_alive_connection_outlives_the_clients_keep_alive(
     expiry = httpx.Limits().keepalive_expiry
     assert expiry is not None
     with socket.create_connection(("127.0.0.1", gateway_process.port), timeout=30) as s:
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
-        got = b""
-        while b'"ok"' not in got:
-            chunk = s.recv(4096)
-            assert chunk, got
-            got += chunk
+        s.sendall(HEALTHZ)
+        recv_until(s, b'"ok"')
         # Nothing may arrive (a close reads as b"") within the client's expiry + 1 s.
         ready, _, _ = select.select([s], [], [], expiry + 1)
         assert not ready, s.recv(4096)
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
-        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        s.sendall(HEALTHZ)
+        assert recv_until(s, b'"ok"').startswith(b"HTTP/1.1 200")

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailui4agents.client.config_file import DEFAULT_URL, Coordinates, config_file_path
+from mailui4agents.client.config_file import (
+    DEFAULT_URL,
+    Coordinates,
+    Credentials,
+    config_file_path,
+)
 from mailui4agents.client.config_file import read_config_file as read_config_file
 from mailui4agents.private_files import private_dir
 
@@ -29,23 +34,13 @@ __all__ = ["DEFAULT_URL", "ClientConfig", "config_path", "read_config_file", "wr
 
 
 @dataclass(frozen=True, slots=True)
-class ClientConfig:
+class ClientConfig(Credentials):
     """Gateway URL plus one credential: an agent ``key`` or a human ``token``."""
 
     url: str = DEFAULT_URL
     key: str | None = None
     token: str | None = None
     agent_name: str | None = None
-
-    @property
-    def is_agent(self) -> bool:
-        """True when the client speaks for an agent (uses the ``/agent`` routes)."""
-        return self.key is not None
-
-    @property
-    def credential(self) -> str | None:
-        """The bearer credential to send; the agent key wins when both are set."""
-        return self.key if self.key is not None else self.token
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, path: Path | None = None) -> ClientConfig:

@@ -39,7 +39,25 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-class Coordinates(Value):
+class Credentials:
+    """What `key` and `token` mean, for Coordinates and client/config.ClientConfig."""
+
+    __slots__ = ()
+    key: str | None
+    token: str | None
+
+    @property
+    def is_agent(self) -> bool:
+        """True when the client speaks for an agent (uses the ``/agent`` routes)."""
+        return self.key is not None
+
+    @property
+    def credential(self) -> str | None:
+        """The bearer credential to send; the agent key wins when both are set."""
+        return self.key if self.key is not None else self.token
+
+
+class Coordinates(Value, Credentials):
     """Where the gateway is and one credential, resolved from the environment and
     the config file (the rules are in client/config.py's docstring; ClientConfig
     is built from this)."""
@@ -54,14 +72,6 @@ class Coordinates(Value):
         self, url: str, key: str | None, token: str | None, agent_name: str | None
     ) -> None:
         self._init(url=url, key=key, token=token, agent_name=agent_name)
-
-    @property
-    def is_agent(self) -> bool:
-        return self.key is not None
-
-    @property
-    def credential(self) -> str | None:
-        return self.key if self.key is not None else self.token
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str], stored: Mapping[str, Any]) -> Coordinates:
