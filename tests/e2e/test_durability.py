@@ -4,6 +4,7 @@ even when the gateway is killed with SIGKILL in the middle of a burst."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 import anyio
 import httpx
@@ -116,3 +117,68 @@ async def test_mails_acknowledged_before_sigkill_survive_and_replay_once(
         assert [e.id for e in rest] == [i for i in ids if i > middle]
     finally:
         await b.http.aclose()
+
+
+async def test_sigkill_amid_concurrent_writers_leaves_every_acked_mail_whole(
+    gateway_process: GatewayProcess,
+) -> None:
+    """64 concurrent senders of 3-recipient mails, SIGKILLed after 150
+    acknowledgements, so the kill lands among queued and committing writers.
+    After restart every acknowledged mail is there, and no mail is half-written:
+    each has its 3 recipients and exactly one `new_mail` event per recipient
+    (read straight from the SQLite file)."""
+    a = await _setup(gateway_process.url)
+    for name in ("claude", "codex"):
+        await a.agent(name)
+    await a.user("ana")
+    await a.user("bob")
+    to = ["claude@/srv/shop", "codex@/srv/shop", "bob@/srv/shop"]
+    acked: set[str] = set()
+    enough = anyio.Event()
+    limits = httpx.Limits(max_connections=64)
+
+    async with httpx.AsyncClient(base_url=gateway_process.url, timeout=30, limits=limits) as burst:
+
+        async def send(i: int) -> None:
+            try:
+                r = await burst.post(
+                    "/api/v1/mail",
+                    json={"to": to, "subject": f"g{i}", "body": str(i)},
+                    headers=a.auth("ana"),
+                )
+            except httpx.HTTPError:
+                return
+            if r.status_code == 201:
+                acked.add(r.json()["id"])
+                if len(acked) >= KILL_AFTER:
+                    enough.set()
+
+        async def killer() -> None:
+            await enough.wait()
+            await asyncio.to_thread(gateway_process.kill)
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(killer)
+                for i in range(TOTAL):
+                    tg.start_soon(send, i)
+    await a.http.aclose()
+    assert KILL_AFTER <= len(acked) < TOTAL, "the kill should have cut the burst short"
+
+    gateway_process.start()  # recovers the WAL; then read the file as it is
+    db = sqlite3.connect(gateway_process.data_dir / "agentmail.db")
+    try:
+        mails = {
+            mail_id: (recipients, events)
+            for mail_id, recipients, events in db.execute(
+                "SELECT m.id,"
+                " (SELECT count(*) FROM mail_recipients r WHERE r.mail_seq = m.seq),"
+                " (SELECT count(*) FROM events e WHERE e.type = 'new_mail'"
+                "  AND json_extract(e.data, '$.mail_id') = m.id)"
+                " FROM mails m WHERE m.from_name = 'ana'"
+            )
+        }
+    finally:
+        db.close()
+    assert acked <= set(mails), "an acknowledged mail was lost"
+    assert {counts for counts in mails.values()} == {(3, 3)}, "a mail was half-written"
