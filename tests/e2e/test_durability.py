@@ -27,25 +27,23 @@ async def _setup(url: str) -> Api:
     return a
 
 
-async def test_mails_acknowledged_before_sigkill_survive_and_replay_once(
-    gateway_process: GatewayProcess,
-) -> None:
-    a = await _setup(gateway_process.url)
-    await a.agent("claude")
-    await a.user("ana")
+async def burst_then_kill(gp: GatewayProcess, a: Api, to: list[str]) -> set[str]:
+    """TOTAL mails from ana to `to`, 64 at a time; SIGKILL the gateway once
+    KILL_AFTER are acknowledged; the ids acknowledged (201). Some sends must
+    have failed (an error or no answer): the kill cut the burst short."""
     acked: set[str] = set()
     failed = 0
     enough = anyio.Event()
     limits = httpx.Limits(max_connections=64)
 
-    async with httpx.AsyncClient(base_url=gateway_process.url, timeout=30, limits=limits) as burst:
+    async with httpx.AsyncClient(base_url=gp.url, timeout=30, limits=limits) as burst:
 
         async def send(i: int) -> None:
             nonlocal failed
             try:
                 r = await burst.post(
                     "/api/v1/mail",
-                    json={"to": ["claude@/srv/shop"], "subject": f"m{i}", "body": str(i)},
+                    json={"to": to, "subject": f"m{i}", "body": str(i)},
                     headers=a.auth("ana"),
                 )
             except httpx.HTTPError:
@@ -60,7 +58,7 @@ async def test_mails_acknowledged_before_sigkill_survive_and_replay_once(
 
         async def killer() -> None:
             await enough.wait()
-            await asyncio.to_thread(gateway_process.kill)
+            await asyncio.to_thread(gp.kill)
 
         with anyio.fail_after(120):
             async with anyio.create_task_group() as tg:
@@ -68,9 +66,18 @@ async def test_mails_acknowledged_before_sigkill_survive_and_replay_once(
                 for i in range(TOTAL):
                     tg.start_soon(send, i)
     await a.http.aclose()
-
     assert len(acked) >= KILL_AFTER
     assert failed > 0, "the kill should have cut the burst short"
+    return acked
+
+
+async def test_mails_acknowledged_before_sigkill_survive_and_replay_once(
+    gateway_process: GatewayProcess,
+) -> None:
+    a = await _setup(gateway_process.url)
+    await a.agent("claude")
+    await a.user("ana")
+    acked = await burst_then_kill(gateway_process, a, ["claude@/srv/shop"])
 
     gateway_process.start()  # same data dir, fresh process
     b = await _setup(gateway_process.url)
@@ -133,37 +140,7 @@ async def test_sigkill_amid_concurrent_writers_leaves_every_acked_mail_whole(
     await a.user("ana")
     await a.user("bob")
     to = ["claude@/srv/shop", "codex@/srv/shop", "bob@/srv/shop"]
-    acked: set[str] = set()
-    enough = anyio.Event()
-    limits = httpx.Limits(max_connections=64)
-
-    async with httpx.AsyncClient(base_url=gateway_process.url, timeout=30, limits=limits) as burst:
-
-        async def send(i: int) -> None:
-            try:
-                r = await burst.post(
-                    "/api/v1/mail",
-                    json={"to": to, "subject": f"g{i}", "body": str(i)},
-                    headers=a.auth("ana"),
-                )
-            except httpx.HTTPError:
-                return
-            if r.status_code == 201:
-                acked.add(r.json()["id"])
-                if len(acked) >= KILL_AFTER:
-                    enough.set()
-
-        async def killer() -> None:
-            await enough.wait()
-            await asyncio.to_thread(gateway_process.kill)
-
-        with anyio.fail_after(120):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(killer)
-                for i in range(TOTAL):
-                    tg.start_soon(send, i)
-    await a.http.aclose()
-    assert KILL_AFTER <= len(acked) < TOTAL, "the kill should have cut the burst short"
+    acked = await burst_then_kill(gateway_process, a, to)
 
     gateway_process.start()  # recovers the WAL; then read the file as it is
     db = sqlite3.connect(gateway_process.data_dir / "agentmail.db")
