@@ -32,3 +32,15 @@ def test_jitter_spreads_clients_that_start_together() -> None:
 def test_an_initial_delay_above_the_cap_is_refused() -> None:
     with pytest.raises(ValueError):
         Backoff(initial=20.0, cap=10.0)
+
+
+def test_the_servers_retry_hint_sets_the_first_delay_within_the_cap() -> None:
+    backoff = Backoff(initial=0.2, cap=10.0)
+    backoff.follow(None)  # no hint: unchanged
+    assert backoff.initial == 0.2
+    backoff.follow(3000)  # SSE `retry:` is in milliseconds
+    assert backoff.initial == 3.0
+    backoff.follow(60_000)
+    assert backoff.initial == 10.0
+    backoff.follow(0)  # never zero: a hot reconnect loop
+    assert backoff.initial == 0.001

@@ -15,12 +15,14 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from mailui4agents.client import asking, lite, sse
 from mailui4agents.client.backoff import Backoff
 from mailui4agents.client.errors import ApiError, GatewayUnreachable
+from mailui4agents.client.stream import iter_events
 from mailui4agents.wire.errors import ErrorBody, ErrorDetail
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import (
@@ -297,6 +299,32 @@ def test_a_refused_stream_is_permanent_and_nothing_is_posted(
     assert isinstance(refused, asking.Failed) and refused.stage == "stream"
     assert refused.error.status == 401 and refused.error.permanent
     assert len(server.requests) == 1
+
+
+def test_a_200_that_is_not_an_event_stream_is_permanent_on_both_transports(
+    serve: Callable[[list[Handler]], Server],
+) -> None:
+    # AGENTMAIL_URL pointing at something else: refused at once, never retried
+    # (client/errors.not_an_event_stream, shared by both transports).
+    server = serve([answer(200, b"{}"), answer(200, b"{}")])
+    with lite.Asker(lite.Gateway(server.url, "am_agent_x")) as asker:
+        refused = asker.opened(DEADLINE_S)
+    assert isinstance(refused, asking.Failed) and refused.stage == "stream"
+    mine = refused.error
+    assert (mine.code, mine.permanent) == ("not_event_stream", True)
+
+    async def through_httpx() -> ApiError:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            events = iter_events(
+                http, "/api/v1/agent/events", headers={}, last_event_id=None, backoff=Backoff()
+            )
+            with pytest.raises(ApiError) as raised:
+                await events.__anext__()
+            return raised.value
+
+    theirs = anyio.run(through_httpx)
+    assert (theirs.code, theirs.permanent) == ("not_event_stream", True)
+    assert len(server.requests) == 2  # one attempt each: nothing retried
 
 
 def test_an_unreachable_gateway_is_transient() -> None:

@@ -38,6 +38,11 @@ class Backoff:
     def __repr__(self) -> str:
         return f"Backoff(initial={self.initial!r}, cap={self.cap!r}, factor={self.factor!r})"
 
+    def follow(self, retry_ms: int | None) -> None:
+        """Start from the server's SSE ``retry:`` (milliseconds), within the cap."""
+        if retry_ms is not None:
+            self.initial = min(max(retry_ms / 1000, 0.001), self.cap)
+
     def next_delay(self) -> float:
         """The delay before the next attempt; each call doubles the following one."""
         if self.rng is None:

@@ -110,6 +110,21 @@ class ApiError(Exception):
         )
 
 
+def not_an_event_stream(status: int, url: object, content_type: str) -> ApiError | None:
+    """The permanent error for a 200 that is not ``text/event-stream`` (None when
+    it is): most likely AGENTMAIL_URL points at something that is not the
+    gateway, and retrying would hammer it forever."""
+    if content_type.lower().startswith("text/event-stream"):
+        return None
+    return ApiError(
+        status,
+        "not_event_stream",
+        f"{url} answered {content_type or 'no content type'}, "
+        "not text/event-stream: is AGENTMAIL_URL the gateway?",
+        permanent=True,
+    )
+
+
 class GatewayUnreachable(ApiError):
     """A network error: the gateway did not answer. Always transient."""
 

@@ -28,8 +28,8 @@ from typing import Any
 from mailui4agents.client import asking
 from mailui4agents.client.asking import TIMEOUT, Failed, Outcome, Pending
 from mailui4agents.client.backoff import Backoff
-from mailui4agents.client.errors import ApiError, GatewayUnreachable
-from mailui4agents.client.sse import Cursor, SSEParser
+from mailui4agents.client.errors import ApiError, GatewayUnreachable, not_an_event_stream
+from mailui4agents.client.sse import Cursor, SSEParser, stream_headers
 
 API = "/api/v1"
 # The same limits as the httpx client (client/transport.py, client/stream.py).
@@ -92,26 +92,32 @@ class _Connection:
             headers[name.strip().lower()] = value.strip()
         return int(parts[1]), parts[2] if len(parts) > 2 else "", headers
 
-    def chunk(self, until: float) -> bytes:
-        """The next chunk of a chunked body (b"" for the last one)."""
-        while True:
-            line_end = self.buffer.find(b"\r\n")
-            if line_end >= 0:
-                size_text = self.buffer[:line_end].split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise _Closed("a malformed chunk") from None
-                if size > MAX_BODY_BYTES:
-                    raise _Closed("a chunk too large")
-                end = line_end + 2 + size + 2
-                if len(self.buffer) >= end:
-                    data = self.buffer[line_end + 2 : line_end + 2 + size]
-                    self.buffer = self.buffer[end:]
-                    return data
-            elif len(self.buffer) > MAX_HEAD_BYTES:
+    def take_chunk(self) -> bytes | None:
+        """The next chunk of a chunked body if it is whole in the buffer (b"" for
+        the last one), else None."""
+        line_end = self.buffer.find(b"\r\n")
+        if line_end < 0:
+            if len(self.buffer) > MAX_HEAD_BYTES:
                 raise _Closed("a malformed chunk")
+            return None
+        try:
+            size = int(self.buffer[:line_end].split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise _Closed("a malformed chunk") from None
+        if size > MAX_BODY_BYTES:
+            raise _Closed("a chunk too large")
+        end = line_end + 2 + size + 2
+        if len(self.buffer) < end:
+            return None
+        data = self.buffer[line_end + 2 : line_end + 2 + size]
+        self.buffer = self.buffer[end:]
+        return data
+
+    def chunk(self, until: float) -> bytes:
+        """The next chunk of a chunked body (b"" for the last one), reading as needed."""
+        while (data := self.take_chunk()) is None:
             self.fill(until)
+        return data
 
     def body(self, headers: Headers, until: float) -> bytes:
         if "chunked" in headers.get("transfer-encoding", "").lower():
@@ -382,9 +388,7 @@ class EventStream:
 
     def _open(self, until: float) -> None:
         gateway = self.gateway
-        extra = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
-        if self.cursor.resume:
-            extra["Last-Event-ID"] = self.cursor.resume
+        extra = stream_headers(self.cursor.resume)
         connection: _Connection | None = None
         # Never past the caller's deadline: a gateway that swallows the connect
         # must not hold the hook beyond its wait (platforms fail open on a kill).
@@ -403,16 +407,11 @@ class EventStream:
                 else:
                     self._retry(failure)
                 return
-            content_type = headers.get("content-type", "")
-            if not content_type.lower().startswith("text/event-stream"):
+            refused = not_an_event_stream(status, gateway.url, headers.get("content-type", ""))
+            if refused is not None:
                 gateway._release(connection)
                 self._failed = True
-                self._queue.append(("error", ApiError(
-                    status, "not_event_stream",
-                    f"{gateway.url} answered {content_type or 'no content type'}, "
-                    "not text/event-stream: is AGENTMAIL_URL the gateway?",
-                    permanent=True,
-                )))  # fmt: skip
+                self._queue.append(("error", refused))
                 return
         except (OSError, _Closed, ValueError) as exc:
             if connection is not None:
@@ -426,7 +425,10 @@ class EventStream:
         # committed from now on will be delivered.
         self._queue.append(("connected", None))
         if connection.buffer:
-            self._consume(connection)
+            try:
+                self._consume(connection)
+            except _Closed as exc:  # as a later read's failure would be
+                self._lost(GatewayUnreachable(gateway.url, exc, connected=True))
 
     def _read(self, until: float) -> None:
         """Wait for data until `until` (at most the read timeout) and parse it."""
@@ -442,21 +444,11 @@ class EventStream:
             self._consume(self._connection)
 
     def _consume(self, connection: _Connection) -> None:
+        """Parse what is already buffered (whole chunks only, when chunked)."""
         if self._chunked:
-            while True:  # only complete chunks already buffered
-                line_end = connection.buffer.find(b"\r\n")
-                if line_end < 0:
-                    return
-                try:
-                    size = int(connection.buffer[:line_end].split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    return
-                if len(connection.buffer) < line_end + 2 + size + 2:
-                    return
-                data = connection.chunk(clock() + 1.0)
-                if not data:
-                    return
+            while data := connection.take_chunk():
                 self._feed(data)
+            return
         data, connection.buffer = connection.buffer, b""
         self._feed(data)
 
@@ -467,8 +459,7 @@ class EventStream:
             if event is not None and event[1] == asking.DECISION_EVENT:
                 self._queue.append(("decision", event[2]))
         self.cursor.moved(self._parser)
-        if self._parser.retry is not None:
-            self.backoff.initial = min(max(self._parser.retry / 1000, 0.001), self.backoff.cap)
+        self.backoff.follow(self._parser.retry)
 
     def _lost(self, failure: ApiError | None) -> None:
         self.close()

@@ -146,6 +146,14 @@ class Cursor:
         self.resume = parser.last_event_id or self.resume
 
 
+def stream_headers(resume: str | None) -> dict[str, str]:
+    """The headers that ask for an event stream, resuming after `resume` if set."""
+    headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+    if resume:
+        headers["Last-Event-ID"] = resume
+    return headers
+
+
 def decode_data(data: str) -> dict[str, Any]:
     """An event's JSON data as an object (``{"raw": ...}`` when it is not JSON)."""
     try:

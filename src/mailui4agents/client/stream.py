@@ -20,9 +20,9 @@ import anyio
 import httpx
 
 from mailui4agents.client.backoff import Backoff
-from mailui4agents.client.errors import ApiError, GatewayUnreachable
+from mailui4agents.client.errors import ApiError, GatewayUnreachable, not_an_event_stream
 from mailui4agents.client.models import Event
-from mailui4agents.client.sse import Cursor, SSEParser
+from mailui4agents.client.sse import Cursor, SSEParser, stream_headers
 from mailui4agents.wire.events import EventType
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ async def iter_events(
         connected = False
         try:
             async with http.stream(
-                "GET", path, headers=_stream_headers(headers, cursor.resume),
+                "GET", path, headers={**headers, **stream_headers(cursor.resume)},
                 timeout=STREAM_TIMEOUT,
             ) as response:  # fmt: skip
                 if response.status_code != 200:
@@ -63,7 +63,11 @@ async def iter_events(
                     if failure.permanent:
                         raise failure
                 else:
-                    _require_event_stream(response)
+                    refused = not_an_event_stream(
+                        response.status_code, response.url, response.headers.get("content-type", "")
+                    )
+                    if refused is not None:
+                        raise refused
                     connected = True
                     if on_connect is not None:
                         # The gateway fixed this stream's start before answering 200:
@@ -78,8 +82,7 @@ async def iter_events(
                                 event_id, event_type, data = accepted
                                 yield Event(id=event_id, type=event_type, data=data)
                         cursor.moved(parser)
-                        if parser.retry is not None:
-                            backoff.initial = min(max(parser.retry / 1000, 0.001), backoff.cap)
+                        backoff.follow(parser.retry)
         except httpx.TransportError as exc:
             failure = GatewayUnreachable(str(http.base_url), exc, connected=connected)
         delay = backoff.next_delay()
@@ -89,24 +92,3 @@ async def iter_events(
         if on_retry is not None:
             on_retry(failure, delay)
         await anyio.sleep(delay)
-
-
-def _stream_headers(headers: Mapping[str, str], resume: str | None) -> dict[str, str]:
-    result = {**headers, "Accept": "text/event-stream", "Cache-Control": "no-cache"}
-    if resume:
-        result["Last-Event-ID"] = resume
-    return result
-
-
-def _require_event_stream(response: httpx.Response) -> None:
-    content_type = response.headers.get("content-type", "")
-    if not content_type.lower().startswith("text/event-stream"):
-        # Most likely the URL points at something that is not the gateway;
-        # retrying would hammer it forever, so stop here.
-        raise ApiError(
-            response.status_code,
-            "not_event_stream",
-            f"{response.url} answered {content_type or 'no content type'}, "
-            "not text/event-stream: is AGENTMAIL_URL the gateway?",
-            permanent=True,
-        )
