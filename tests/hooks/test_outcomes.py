@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from mailui4agents.client import ApiError, GatewayUnreachable
+from mailui4agents.client.asking import is_own_decision
 from mailui4agents.hooks.outcomes import duplicate, from_decision, from_error
-from mailui4agents.hooks.waiting import is_own_decision
 
 
 def data(decision: object, note: object = None, by: object = "ana") -> dict[str, object]:

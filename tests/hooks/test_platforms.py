@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mailui4agents.client import ClientConfig
+from mailui4agents.client.config_file import Coordinates
 from mailui4agents.hooks import PLATFORMS, claude_code, gemini, zcode
 from mailui4agents.hooks.core import evaluate, relay_key
 from mailui4agents.hooks.platform import MAX_REASON_CHARS, HookInputError
@@ -127,7 +127,7 @@ def test_the_data_dir_defaults_to_agentmail_data_in_the_cwd(tmp_path: Path) -> N
 
 def test_without_an_agent_key_a_guarded_call_is_denied(tmp_path: Path) -> None:
     s = settings(tmp_path, AGENTMAIL_SESSION_ID="sess", AGENTMAIL_TOKEN="am_user_x")
-    assert not s.client.is_agent
+    assert not s.coordinates.is_agent
     call = ToolCall("Bash", {"command": "ls"}, "s", str(tmp_path), None)
     decided = anyio.run(evaluate, call, s)
     assert decided.verdict == "deny" and "AGENTMAIL_KEY" in decided.reason
@@ -138,7 +138,7 @@ def test_without_an_agent_key_a_guarded_call_is_denied(tmp_path: Path) -> None:
 
 def test_a_protected_path_is_refused_even_without_any_gateway(tmp_path: Path) -> None:
     s = settings(tmp_path)
-    assert s.client == ClientConfig(url=s.client.url)  # no credentials at all
+    assert s.coordinates == Coordinates(s.coordinates.url, None, None, None)  # no credentials
     ssh = ToolCall("Bash", {"command": "cat >> ~/.ssh/authorized_keys"}, "s", str(tmp_path), None)
     decided = anyio.run(evaluate, ssh, s)
     assert decided.verdict == "deny" and "protected" in decided.reason

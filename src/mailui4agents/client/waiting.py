@@ -19,40 +19,13 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 from mailui4agents.client import asking
-from mailui4agents.client.asking import (
-    CONNECT_TIMEOUT_S,
-    FINAL_CHECK_S,
-    TIMEOUT,
-    Decided,
-    Duplicate,
-    Failed,
-    Outcome,
-    Pending,
-    TimedOut,
-    is_own_decision,
-    unreachable,
-)
+from mailui4agents.client.asking import TIMEOUT, Decided, Duplicate, Failed, Outcome, TimedOut
 from mailui4agents.client.errors import ApiError
 
 if TYPE_CHECKING:
     from mailui4agents.client.client import AsyncClient
 
-__all__ = [
-    "CONNECT_TIMEOUT_S",
-    "FINAL_CHECK_S",
-    "Asker",
-    "Decided",
-    "Duplicate",
-    "Failed",
-    "Outcome",
-    "Pending",
-    "Post",
-    "TimedOut",
-    "ask_and_wait",
-    "is_own_decision",
-    "left",
-    "unreachable",
-]
+__all__ = ["Asker", "Decided", "Duplicate", "Failed", "Outcome", "Post", "TimedOut", "ask_and_wait"]
 
 _Message = asking.Message
 # Posts the request, given the seconds left until the waiter gives up.
@@ -66,8 +39,8 @@ def left(deadline: float) -> float:
 
 class Asker:
     """One ask: ``async with Asker(client) as asker`` opens the agent's stream;
-    ``opened``, ``post`` and ``wait`` are the three steps (``ask`` does all three).
-    Leaving the block closes the stream."""
+    ``ask`` carries out the three steps (open, post, wait). Leaving the block
+    closes the stream."""
 
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
@@ -136,21 +109,6 @@ class Asker:
             return exc
         except TimeoutError:
             return TIMEOUT
-
-    async def opened(self, within: float) -> Failed | None:
-        """None once the stream is open; else why the gateway is unavailable."""
-        result: Failed | None = await self._run(asking.opening(within, anyio.current_time))
-        return result
-
-    async def post(self, post: Post, key: str, deadline: float) -> Pending | Outcome:
-        """Post the request, within the time left until `deadline`."""
-        result: Pending | Outcome = await self._run(asking.posting(key, deadline), post)
-        return result
-
-    async def wait(self, pending: Pending, deadline: float) -> Outcome:
-        """Wait for this request's decision until `deadline`, then look once more."""
-        result: Outcome = await self._run(asking.waiting(pending, deadline, anyio.current_time))
-        return result
 
     async def ask(self, post: Post, key: str, deadline: float) -> Outcome:
         """All three steps: open, post, wait."""

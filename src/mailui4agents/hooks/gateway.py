@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 
 from mailui4agents.client import ApiError, lite
+from mailui4agents.client.asking import FINAL_CHECK_S
 from mailui4agents.domain.relay_keys import hook_relay_key
 from mailui4agents.hooks.outcomes import from_error
 from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall, ask, deny
-from mailui4agents.hooks.waiting import FINAL_CHECK_S, ask_human
+from mailui4agents.hooks.waiting import ask_human
 
 
 def connect(settings: HookSettings) -> lite.Gateway:

@@ -10,13 +10,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from mailui4agents.client.config_file import Coordinates, config_file_path, read_config_file
 from mailui4agents.domain.values import Value
-
-if TYPE_CHECKING:
-    from mailui4agents.client.config import ClientConfig
 
 Verdict = Literal["allow", "deny", "ask"]
 
@@ -100,15 +97,14 @@ class HookSettings(Value):
     - ``AGENTMAIL_SESSION_ID``: the mail session of a bridge (mail-driven) turn
     - ``AGENTMAIL_OWNER``: the human asked in an interactive terminal session
     - ``AGENTMAIL_DATA_DIR``: the gateway's data dir, protected (default ./agentmail-data)
-    - ``AGENTMAIL_URL`` / ``AGENTMAIL_KEY`` / ``AGENTMAIL_AGENT``: see ClientConfig
+    - ``AGENTMAIL_URL`` / ``AGENTMAIL_KEY`` / ``AGENTMAIL_AGENT``: see client/config.py
 
     The config file is read (and a broken one refused) in :meth:`from_env`;
-    ``client`` is built from it on first use, so a call decided without the
-    gateway never imports the client package.
+    ``coordinates`` resolves the gateway and credential from it (standard
+    library only: a call decided without the gateway imports no client).
     """
 
     __slots__ = (
-        "_client",
         "data_dir",
         "env",
         "home",
@@ -126,7 +122,6 @@ class HookSettings(Value):
     home: str
     env: Mapping[str, str]
     stored: Mapping[str, Any]  # the config file's contents
-    _client: ClientConfig | None
 
     def __init__(
         self,
@@ -139,7 +134,6 @@ class HookSettings(Value):
         home: str,
         env: Mapping[str, str],
         stored: Mapping[str, Any],
-        client: ClientConfig | None = None,
     ) -> None:
         self._init(
             platform=platform,
@@ -150,26 +144,14 @@ class HookSettings(Value):
             home=home,
             env=env,
             stored=stored,
-            _client=client,
         )
 
     @property
     def coordinates(self) -> Coordinates:
-        """The gateway's URL and the credential, without importing the client
+        """The gateway's URL and the credential (environment first, then the
+        config file: client/config.py's rules), without importing the client
         package (the hook's ask path, hooks/gateway.py)."""
         return Coordinates.resolve(self.env, self.stored)
-
-    @property
-    def client(self) -> ClientConfig:
-        if self._client is None:
-            from mailui4agents.client.config import ClientConfig
-
-            object.__setattr__(self, "_client", ClientConfig.from_stored(self.env, self.stored))
-        assert self._client is not None
-        return self._client
-
-    def _fields(self) -> tuple[Any, ...]:
-        return (*super()._fields()[:-1], self.client)
 
     def __hash__(self) -> int:  # env and stored are mappings
         return hash((self.platform, self.timeout_s, self.mail_session_id, self.data_dir))

@@ -12,12 +12,11 @@ and while the hook waits it tells a bridge it is parked (hooks/parking.py).
 from __future__ import annotations
 
 from mailui4agents.client import asking, lite
-from mailui4agents.client.asking import FINAL_CHECK_S, is_own_decision
 from mailui4agents.hooks.outcomes import duplicate, from_decision, from_error
 from mailui4agents.hooks.parking import parked
 from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall, deny
 
-__all__ = ["FINAL_CHECK_S", "ask_human", "is_own_decision"]
+__all__ = ["ask_human"]
 
 
 def ask_human(
