@@ -11,28 +11,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 # Cheap password hashes for tests and benchmarks; production keeps the strong default.
 FAST_HASH_ENV = {"AGENTMAIL_ARGON2_TIME_COST": "1", "AGENTMAIL_ARGON2_MEMORY_KIB": "64"}
 
 _LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
-
-
-class RetryIdempotent(httpx.AsyncHTTPTransport):
-    """A test client's transport that sends a GET again once when the gateway
-    closed its kept-alive connection just as the request went out (HTTP/1.1's
-    keep-alive race; seen once in a full suite at load 9). A POST is never
-    repeated. The product's own client turns this into GatewayUnreachable, which
-    the waiting protocol (client/waiting.py) already retries."""
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        try:
-            return await super().handle_async_request(request)
-        except (httpx.ReadError, httpx.RemoteProtocolError):
-            if request.method not in ("GET", "HEAD"):
-                raise
-            return await super().handle_async_request(request)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, RetryIdempotent, clean_env
+from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 from tests.bridge.harness import Agent, Human
 from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
 
@@ -37,9 +37,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
 
 @pytest.fixture
 async def human(gateway: GatewayProcess) -> AsyncIterator[Human]:
-    async with httpx.AsyncClient(
-        base_url=gateway.url, timeout=30, transport=RetryIdempotent()
-    ) as http:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
         r = await http.post(
             "/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
         )
