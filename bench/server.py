@@ -1,15 +1,20 @@
-"""The gateway's CPU per request under each event loop and HTTP parser.
+"""The gateway's CPU per request, by kind of request, for one or more source trees.
 
-Starts the real app under uvicorn once per variant (same code, same settings,
-a fresh SQLite data dir each), makes `--requests` sequential requests of each
-kind, and reads the server process's own CPU time (utime + stime from
+Starts the real app under uvicorn once per variant (same settings, a fresh
+SQLite data dir each), makes `--requests` sequential requests of each kind, and
+reads the server process's own CPU time (utime + stime of all its threads, from
 /proc/PID/stat) around them: CPU per request moves far less with the other
-users of a shared machine than latency does. Variants:
+users of a shared machine than latency does.
 
-- asyncio + h11: uvicorn's pure-Python parser on the standard loop;
-- uvloop + httptools (http_protocol.HeaderLimitsProtocol): what `agentmail serve` runs.
+A variant is a source tree (`--src DIR`, the `src` folder of a checkout, put
+first on the server's PYTHONPATH; default: this checkout) on an event loop and
+HTTP parser (`--loop uvloop|asyncio`, `--http httptools|h11`; default what
+`agentmail serve` runs: uvloop + httptools with `http_protocol.HeaderLimitsProtocol`).
+Give `--src` twice to A/B two commits: rounds interleave the variants, so load
+changes hit both alike, and the ratio is B / A.
 
-Usage: .venv/bin/python bench/server.py [--requests 400] [--rounds 3]
+Usage: .venv/bin/python bench/server.py [--requests 300] [--rounds 3]
+           [--src OLD/src --src NEW/src] [--loop asyncio --http h11]
 Linux only (/proc).
 """
 
@@ -17,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import socket
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from statistics import median
 
@@ -30,7 +37,7 @@ import httpx
 from calibrate import load, machine
 
 ADMIN_PASSWORD = "bench-admin-password"
-VARIANTS = (("asyncio", "h11"), ("uvloop", "httptools"))
+HERE = Path(__file__).resolve().parent.parent / "src"
 
 SERVE = """
 import sys, uvicorn
@@ -59,12 +66,78 @@ def free_port() -> int:
         return port
 
 
-async def measure(loop: str, http: str, n: int) -> dict[str, float]:
+Call = Callable[[], Awaitable[httpx.Response]]
+
+
+async def kinds_of(c: httpx.AsyncClient) -> dict[str, Call]:
+    """Log in, make a human, an agent, a session with mails; the requests to time."""
+    login = {"username": "admin", "password": ADMIN_PASSWORD}
+    token = (await c.post("/api/v1/auth/login", json=login)).json()["token"]
+    admin = {"Authorization": f"Bearer {token}"}
+    r = await c.post("/api/v1/admin/agents", json={"name": "agent0"}, headers=admin)
+    agent = {"Authorization": f"Bearer {r.json()['key']}"}
+    first = {"to": ["agent0@/srv/bench"], "subject": "s", "body": "x" * 200}
+    r = await c.post("/api/v1/mail", json=first, headers=admin)
+    assert r.status_code == 201, r.text
+    sent = r.json()
+    mail = {**first, "parent_mail_id": sent["id"]}
+    reply = {"to": ["admin@/srv/bench"], "subject": "re", "body": "y" * 200}
+    reply["parent_mail_id"] = sent["id"]
+    for _ in range(50):  # a thread of 100, an inbox and a mailbox of 50, before timing
+        await c.post("/api/v1/mail", json=mail, headers=admin)
+        r = await c.post("/api/v1/agent/mail", json=reply, headers=agent)
+        assert r.status_code == 201, r.text
+    asked = itertools.count()
+    pending: list[str] = []
+
+    async def ask() -> httpx.Response:
+        body = {
+            "session_id": sent["session_id"],
+            "tool_name": "Bash",
+            "tool_input": {"command": "make test"},
+            "relay_key": f"bench-{next(asked)}",
+        }
+        r = await c.post("/api/v1/agent/permissions", json=body, headers=agent)
+        pending.append(r.json()["id"])
+        return r
+
+    async def decide() -> httpx.Response:
+        if not pending:  # the decisions phase runs after the requests phase
+            await ask()
+        return await c.post(
+            f"/api/v1/permissions/{pending.pop()}/decision",
+            json={"decision": "approve"},
+            headers=admin,
+        )
+
+    return {
+        "GET /healthz": lambda: c.get("/healthz"),
+        "bare authenticated GET (/api/v1/auth/tokens)": lambda: c.get(
+            "/api/v1/auth/tokens", headers=admin
+        ),
+        "send (POST /api/v1/mail)": lambda: c.post("/api/v1/mail", json=mail, headers=admin),
+        "mailbox, 50 newest": lambda: c.get(
+            "/api/v1/mailbox", params={"limit": "50"}, headers=admin
+        ),
+        "agent inbox, all, 50": lambda: c.get(
+            "/api/v1/agent/inbox", params={"status": "all", "limit": "50"}, headers=agent
+        ),
+        "thread, 50": lambda: c.get(
+            f"/api/v1/mail/{sent['id']}/thread", params={"limit": "50"}, headers=admin
+        ),
+        "permission request (POST)": ask,
+        "decision (POST)": decide,
+    }
+
+
+async def measure(src: Path, loop: str, http: str, n: int) -> dict[str, float]:
     """CPU ms per request of each kind, for one variant."""
     port = free_port()
+    path = os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     with tempfile.TemporaryDirectory() as data:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", SERVE, data, str(port), loop, http, ADMIN_PASSWORD
+            sys.executable, "-c", SERVE, data, str(port), loop, http, ADMIN_PASSWORD, env=env
         )
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
@@ -76,25 +149,8 @@ async def measure(loop: str, http: str, n: int) -> dict[str, float]:
                         break
                     except httpx.TransportError:
                         await asyncio.sleep(0.05)
-                login = {"username": "admin", "password": ADMIN_PASSWORD}
-                token = (await c.post("/api/v1/auth/login", json=login)).json()["token"]
-                auth = {"Authorization": f"Bearer {token}"}
-                await c.post("/api/v1/admin/agents", json={"name": "agent0"}, headers=auth)
-                mail = {"to": ["agent0@/srv/bench"], "subject": "s", "body": "x" * 200}
-                kinds = {
-                    "GET /healthz": lambda: c.get("/healthz"),
-                    "GET /api/v1/auth/tokens (bare authenticated GET)": lambda: c.get(
-                        "/api/v1/auth/tokens", headers=auth
-                    ),
-                    "POST /api/v1/mail (send)": lambda: c.post(
-                        "/api/v1/mail", json=mail, headers=auth
-                    ),
-                    "GET /api/v1/mailbox (50 newest)": lambda: c.get(
-                        "/api/v1/mailbox", params={"limit": "50"}, headers=auth
-                    ),
-                }
                 out = {}
-                for label, call in kinds.items():
+                for label, call in (await kinds_of(c)).items():
                     for _ in range(20):  # warm up: first requests build route state
                         await call()
                     before = cpu_s(proc.pid)
@@ -110,21 +166,26 @@ async def measure(loop: str, http: str, n: int) -> dict[str, float]:
 
 async def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--src", action="append", type=Path, help="a checkout's src dir (twice: A/B)")
+    ap.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
+    ap.add_argument("--http", default="httptools", choices=["httptools", "h11"])
     args = ap.parse_args()
+    srcs = [p.resolve() for p in (args.src or [HERE])]
     print(machine())
-    results: dict[tuple[str, str], list[dict[str, float]]] = {v: [] for v in VARIANTS}
-    for _ in range(args.rounds):  # variants interleaved: load changes hit both alike
-        for loop, http in VARIANTS:
-            results[(loop, http)].append(await measure(loop, http, args.requests))
-    labels = list(results[VARIANTS[0]][0])
+    print("variants:", ", ".join(f"{chr(65 + i)} = {p}" for i, p in enumerate(srcs)),
+          f"({args.loop} + {args.http})")  # fmt: skip
+    results: list[list[dict[str, float]]] = [[] for _ in srcs]
+    for _ in range(args.rounds):  # variants interleaved
+        for i, src in enumerate(srcs):
+            results[i].append(await measure(src, args.loop, args.http, args.requests))
     print(f"gateway CPU per request, ms (median of {args.rounds} rounds of {args.requests}):")
-    base, fast = VARIANTS
-    for label in labels:
-        a = median(r[label] for r in results[base])
-        b = median(r[label] for r in results[fast])
-        print(f"  {label}: {'+'.join(base)} {a:.2f} | {'+'.join(fast)} {b:.2f} | ratio {b / a:.2f}")
+    for label in results[0][0]:
+        figures = [median(r[label] for r in rs) for rs in results]
+        cells = " | ".join(f"{chr(65 + i)} {f:.2f}" for i, f in enumerate(figures))
+        ratio = f" | B/A {figures[1] / figures[0]:.2f}" if len(figures) > 1 else ""
+        print(f"  {label}: {cells}{ratio}")
     print(f"loadavg at the end: {load()}")
 
 
