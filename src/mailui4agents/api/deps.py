@@ -33,20 +33,24 @@ def bearer_token(request: Request) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-async def principal(request: Request, gw: GatewayDep) -> Principal:
-    """Whoever the bearer token belongs to. 401 is permanent: do not retry."""
+async def principal(request: Request) -> Principal:
+    """Whoever the bearer token belongs to. 401 is permanent: do not retry.
+
+    Looked up in the database on every request, never cached: a key revoked by
+    any process (`agentmail admin`, another replica) fails at its next request."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
         raise _unauthorized("missing 'Authorization: Bearer <token>' header")
-    async with gw.read() as s:
-        found = await identity.authenticate_until(s, token.strip())
+    gw: Gateway = request.app.state.gateway  # not GatewayDep: one dependency fewer to solve
+    found = await identity.authenticate_in(gw.db, token)
     if found is None:
         raise _unauthorized("invalid or revoked token")
     who = found[0]
     # An event stream ends when its token does: it takes the end from here
     # rather than looking the token up again (api/events.py).
-    request.state.token_until = (token.strip(), found[1])
+    request.state.token_until = (token, found[1])
     claimed = request.headers.get("x-agent-name") or request.query_params.get("agent")
     if who.kind == "agent" and claimed and claimed != who.name:
         raise forbidden(f"this key is bound to agent '{who.name}', not '{claimed}'")
