@@ -32,7 +32,7 @@ def _sqlite_engine(url: str, *, writer: bool) -> AsyncEngine:
         pool_size=1 if writer else 8,
         max_overflow=0 if writer else 8,
         pool_timeout=300,
-        module=sqlite_driver.dbapi(),  # one thread hop per statement (db/sqlite_driver.py)
+        module=sqlite_driver.dbapi(reader=not writer),  # a hop per statement (sqlite_driver.py)
     )
 
     @event.listens_for(engine.sync_engine, "connect")

@@ -15,6 +15,8 @@ ends without a call at all. What SQLite sees is
 unchanged: the same BEGIN (IMMEDIATE for the writer) before the same first
 statement, on the same connection, in the same thread.
 
+The reader's rollbacks are queued rather than awaited (`OneHopDBAPI`).
+
 Server-side cursors (`AsyncSession.stream`, db/copy.py) keep SQLAlchemy's own
 adapter; a pending BEGIN is sent before one opens.
 """
@@ -152,8 +154,16 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         # one (Database.read_rows), has nothing to end: no hop.
         self._begin = None
         if self._open:
-            super().rollback()
             self._open = False
+            if self._connection._connection is None:
+                return  # closed: nothing to end (as SQLAlchemy's adapter does)
+            if self.dbapi.queue_rollbacks:
+                # Queued, not awaited: this connection's worker runs its calls in
+                # order, so the rollback ends the transaction before whatever the
+                # connection runs next, and the event loop is not woken for it.
+                self._connection._tx.put_nowait((None, self._connection._conn.rollback))
+            else:
+                super().rollback()
 
     def commit(self) -> None:
         self._begin = None
@@ -163,12 +173,20 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
 
 
 class OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
-    """Passed as `module=` to create_async_engine (db/engine.py)."""
+    """Passed as `module=` to create_async_engine (db/engine.py).
+
+    `queue_rollbacks`: for the reader, whose transactions only read — ending
+    one cannot fail short of a closed connection, and the next call on it
+    would report that. The writer awaits its rollbacks and commits."""
+
+    def __init__(self, *, queue_rollbacks: bool) -> None:
+        super().__init__(aiosqlite, sqlite3)
+        self.queue_rollbacks = queue_rollbacks
 
     def connect(self, *arg: Any, **kw: Any) -> OneHopConnection:
         adapted = super().connect(*arg, **kw)
         return OneHopConnection(self, adapted._connection)
 
 
-def dbapi() -> OneHopDBAPI:
-    return OneHopDBAPI(aiosqlite, sqlite3)
+def dbapi(*, reader: bool) -> OneHopDBAPI:
+    return OneHopDBAPI(queue_rollbacks=reader)
