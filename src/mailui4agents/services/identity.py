@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -239,7 +239,17 @@ async def list_user_tokens(s: AsyncSession, user_id: str, current: str) -> list[
     """The user's usable tokens, newest first (never the secrets); `current` is
     the caller's own bearer token, marked so that a client can find itself."""
     params = {"user_id": user_id, "now": utcnow()}
-    rows = (await s.execute(_USER_TOKENS, params)).all()
+    return _token_outs((await s.execute(_USER_TOKENS, params)).all(), current)
+
+
+async def list_user_tokens_in(db: Database, user_id: str, current: str) -> list[TokenOut]:
+    """`list_user_tokens` as a unit of work of its own (one statement:
+    `Database.read_rows`)."""
+    rows = await db.read_rows(_USER_TOKENS, {"user_id": user_id, "now": utcnow()})
+    return _token_outs(rows, current)
+
+
+def _token_outs(rows: Sequence[Any], current: str) -> list[TokenOut]:
     digest = hash_token(current)
     return [
         TokenOut(
