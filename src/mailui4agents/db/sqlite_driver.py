@@ -3,19 +3,18 @@
 aiosqlite runs every call in its connection's worker thread and wakes the event
 loop for each result. SQLAlchemy's aiosqlite adapter makes four such calls per
 statement (create a cursor, execute, fetch all rows, close the cursor) and our
-engines one more statement per transaction (BEGIN, db/engine.py): a read unit of
-one SELECT cost eight hops, about 0.2 ms of CPU each, and every authenticated
-request paid two such units (docs/design.md, "The fixed cost of a request").
+engines sent BEGIN as a statement of its own (db/engine.py): a read unit of one
+SELECT made eight hops, and every authenticated request paid for two such units
+(docs/design.md, "The fixed cost of a request").
 
 Here a statement is one call in the worker thread — cursor, execute, rows,
 description, row count and last row id, cursor closed — and the transaction's
 BEGIN is sent in the same call as its first statement (`begin_lazily`). A
 transaction that ran no statement, or a statement run outside a transaction,
-ends without a call at all. What SQLite sees is
-unchanged: the same BEGIN (IMMEDIATE for the writer) before the same first
-statement, on the same connection, in the same thread.
-
-The reader's rollbacks are queued rather than awaited (`OneHopDBAPI`).
+ends without a call at all; the reader's rollbacks are queued rather than
+awaited (`OneHopDBAPI`). What SQLite sees is unchanged: the same BEGIN
+(IMMEDIATE for the writer) before the same first statement, on the same
+connection, in the same thread.
 
 Server-side cursors (`AsyncSession.stream`, db/copy.py) keep SQLAlchemy's own
 adapter; a pending BEGIN is sent before one opens.
