@@ -50,8 +50,7 @@ async def create_token(body: TokenCreate, who: Human, gw: GatewayDep) -> TokenCr
 async def list_tokens(request: Request, who: Human, gw: GatewayDep) -> Page[TokenOut]:
     """The caller's own usable tokens (login and named), newest first; `current`
     marks the one this request carries. Secrets are never shown again."""
-    async with gw.read() as s:
-        items = await identity.list_user_tokens(s, who.id, bearer_token(request))
+    items = await identity.list_user_tokens_in(gw.db, who.id, bearer_token(request))
     return page(items, None)
 
 

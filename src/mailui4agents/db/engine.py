@@ -9,13 +9,21 @@ one ordinary pool.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.sql import Executable
+from sqlalchemy.util import greenlet_spawn
+
+from mailui4agents.db import sqlite_driver
+
+# An execution option: the connection runs one read statement and no
+# transaction is opened around it (Database.read_rows).
+ONE_STATEMENT = "mailui4agents_one_statement"
 
 
 def _sqlite_engine(url: str, *, writer: bool) -> AsyncEngine:
@@ -24,6 +32,7 @@ def _sqlite_engine(url: str, *, writer: bool) -> AsyncEngine:
         pool_size=1 if writer else 8,
         max_overflow=0 if writer else 8,
         pool_timeout=300,
+        module=sqlite_driver.dbapi(reader=not writer),  # a hop per statement (sqlite_driver.py)
     )
 
     @event.listens_for(engine.sync_engine, "connect")
@@ -39,9 +48,14 @@ def _sqlite_engine(url: str, *, writer: bool) -> AsyncEngine:
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
 
+    begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
+
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+        if conn.get_execution_options().get(ONE_STATEMENT):
+            return  # one statement is a snapshot of its own (Database.read_rows)
+        # Sent with the transaction's first statement, in the same thread hop.
+        conn.connection.dbapi_connection.begin_lazily(begin)  # type: ignore[union-attr]
 
     return engine
 
@@ -58,6 +72,7 @@ class Database:
         else:
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
             self.reader = self.writer
+        self._one_statement = self.reader.sync_engine.execution_options(**{ONE_STATEMENT: True})
 
     @property
     def dialect(self) -> str:
@@ -74,6 +89,23 @@ class Database:
         """A read-only session (never commits)."""
         async with AsyncSession(self.reader, expire_on_commit=False) as session:
             yield session
+
+    async def read_rows(
+        self, statement: Executable, params: Mapping[str, Any] | None = None
+    ) -> Sequence[Row[Any]]:
+        """The rows of one read statement, as a unit of work of its own and in one
+        step: pool checkout, statement, return, in one greenlet. On SQLite no
+        transaction is opened (one statement reads one consistent snapshot) and
+        the statement is one thread hop (db/sqlite_driver.py); every request's
+        token look-up runs here (services/identity.py, `authenticate_in`). For
+        several statements that must agree, use `read()`."""
+        return await greenlet_spawn(self._read_rows, statement, params)
+
+    def _read_rows(
+        self, statement: Executable, params: Mapping[str, Any] | None
+    ) -> Sequence[Row[Any]]:
+        with self._one_statement.connect() as conn:
+            return conn.execute(statement, params).all()
 
     async def dispose(self) -> None:
         await self.writer.dispose()

@@ -1,0 +1,191 @@
+"""aiosqlite with one thread hop per statement, and a BEGIN that rides along.
+
+aiosqlite runs every call in its connection's worker thread and wakes the event
+loop for each result. SQLAlchemy's aiosqlite adapter makes four such calls per
+statement (create a cursor, execute, fetch all rows, close the cursor) and our
+engines sent BEGIN as a statement of its own (db/engine.py): a read unit of one
+SELECT made eight hops, and every authenticated request paid for two such units
+(docs/design.md, "The fixed cost of a request").
+
+Here a statement is one call in the worker thread — cursor, execute, rows,
+description, row count and last row id, cursor closed — and the transaction's
+BEGIN is sent in the same call as its first statement (`begin_lazily`). A
+transaction that ran no statement, or a statement run outside a transaction,
+ends without a call at all; the reader's rollbacks are queued rather than
+awaited (`OneHopDBAPI`). What SQLite sees is unchanged: the same BEGIN
+(IMMEDIATE for the writer) before the same first statement, on the same
+connection, in the same thread.
+
+Server-side cursors (`AsyncSession.stream`, db/copy.py) keep SQLAlchemy's own
+adapter; a pending BEGIN is sent before one opens.
+"""
+
+from __future__ import annotations
+
+import collections
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import aiosqlite
+from sqlalchemy.dialects.sqlite.aiosqlite import (
+    AsyncAdapt_aiosqlite_connection,
+    AsyncAdapt_aiosqlite_dbapi,
+)
+from sqlalchemy.util.concurrency import await_
+
+_Result = tuple[Any, list[Any], int, int | None, bool]
+
+
+def _run(
+    raw: sqlite3.Connection, begin: str | None, operation: str, parameters: Any, many: bool
+) -> _Result:
+    """In the worker thread: the pending BEGIN, then the statement, whole."""
+    if begin is not None:
+        raw.execute(begin)
+    cursor = raw.cursor()
+    try:
+        if many:
+            cursor.executemany(operation, parameters)
+        else:
+            cursor.execute(operation, () if parameters is None else parameters)
+        description = cursor.description
+        rows = cursor.fetchall() if description else []
+        return description, rows, cursor.rowcount, cursor.lastrowid, raw.in_transaction
+    finally:
+        cursor.close()
+
+
+class OneHopCursor:
+    """A DBAPI cursor whose rows are all fetched with the statement (as
+    SQLAlchemy's adapter does too, in three more hops)."""
+
+    server_side = False
+    __slots__ = ("_adapt", "_rows", "arraysize", "description", "lastrowid", "rowcount")
+
+    def __init__(self, adapt: OneHopConnection) -> None:
+        self._adapt = adapt
+        self._rows: collections.deque[Any] = collections.deque()
+        self.arraysize = 1
+        self.description: Any = None
+        self.rowcount = -1
+        self.lastrowid: int | None = None
+
+    async def _call(self, operation: str, parameters: Any, many: bool) -> None:
+        adapt = self._adapt
+        async with adapt._execute_mutex:
+            begin, adapt._begin = adapt._begin, None  # sent once, even if it fails
+            conn: Any = adapt._connection  # aiosqlite.Connection
+            try:
+                result: _Result = await conn._execute(
+                    _run, conn._conn, begin, operation, parameters, many
+                )
+            except BaseException:
+                adapt._open = True  # unknown (BEGIN may have run): the rollback ends it
+                raise
+        self.description, rows, self.rowcount, self.lastrowid, adapt._open = result
+        self._rows = collections.deque(rows)
+
+    def execute(self, operation: str, parameters: Any = None) -> None:
+        try:
+            await_(self._call(operation, parameters, False))
+        except Exception as error:
+            self._adapt._handle_exception(error)
+
+    def executemany(self, operation: str, seq_of_parameters: Any) -> None:
+        try:
+            await_(self._call(operation, seq_of_parameters, True))
+        except Exception as error:
+            self._adapt._handle_exception(error)
+
+    async def _async_soft_close(self) -> None:
+        """Nothing to close: the statement's cursor closed in the worker thread."""
+
+    def close(self) -> None:
+        self._rows.clear()
+
+    def setinputsizes(self, *inputsizes: Any) -> None:
+        pass
+
+    def __enter__(self) -> OneHopCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def fetchone(self) -> Any:
+        return self._rows.popleft() if self._rows else None
+
+    def fetchmany(self, size: int | None = None) -> Sequence[Any]:
+        rows = self._rows
+        return [rows.popleft() for _ in range(min(size or self.arraysize, len(rows)))]
+
+    def fetchall(self) -> Sequence[Any]:
+        rows = list(self._rows)
+        self._rows.clear()
+        return rows
+
+
+class OneHopConnection(AsyncAdapt_aiosqlite_connection):
+    __slots__ = ("_begin", "_open")
+
+    def __init__(self, dbapi: Any, connection: Any) -> None:
+        super().__init__(dbapi, connection)
+        self._begin: str | None = None
+        # Whether SQLite had a transaction open after our last statement (the
+        # sqlite3 connection may only be asked in its own thread).
+        self._open = False
+
+    def begin_lazily(self, sql: str) -> None:
+        """Send `sql` (BEGIN …) with the next statement, or never if none comes."""
+        self._begin = sql
+
+    def cursor(self, server_side: bool = False) -> Any:
+        if not server_side:
+            return OneHopCursor(self)
+        if self._begin is not None:  # SQLAlchemy's cursor opens in hops of its own
+            OneHopCursor(self).execute("SELECT 1")
+        self._open = True  # not followed statement by statement: end it to be sure
+        return super().cursor(server_side=True)
+
+    def rollback(self) -> None:
+        # A transaction whose BEGIN was never sent, or a statement run outside
+        # one (Database.read_rows), has nothing to end: no hop.
+        self._begin = None
+        if self._open:
+            self._open = False
+            if self._connection._connection is None:
+                return  # closed: nothing to end (as SQLAlchemy's adapter does)
+            if self.dbapi.queue_rollbacks:
+                # Queued, not awaited: this connection's worker runs its calls in
+                # order, so the rollback ends the transaction before whatever the
+                # connection runs next, and the event loop is not woken for it.
+                self._connection._tx.put_nowait((None, self._connection._conn.rollback))
+            else:
+                super().rollback()
+
+    def commit(self) -> None:
+        self._begin = None
+        if self._open:
+            super().commit()
+            self._open = False
+
+
+class OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
+    """Passed as `module=` to create_async_engine (db/engine.py).
+
+    `queue_rollbacks`: for the reader, whose transactions only read — ending
+    one cannot fail short of a closed connection, and the next call on it
+    would report that. The writer awaits its rollbacks and commits."""
+
+    def __init__(self, *, queue_rollbacks: bool) -> None:
+        super().__init__(aiosqlite, sqlite3)
+        self.queue_rollbacks = queue_rollbacks
+
+    def connect(self, *arg: Any, **kw: Any) -> OneHopConnection:
+        adapted = super().connect(*arg, **kw)
+        return OneHopConnection(self, adapted._connection)
+
+
+def dbapi(*, reader: bool) -> OneHopDBAPI:
+    return OneHopDBAPI(queue_rollbacks=reader)

@@ -1,0 +1,149 @@
+"""db/sqlite_driver.py: a statement is one call into aiosqlite's worker thread and
+BEGIN rides with the first statement — yet SQLite sees the same transactions:
+a read unit reads one snapshot, the writer holds the write lock from its first
+statement (BEGIN IMMEDIATE), a failed write leaves nothing behind. Counts are of
+calls, not timings (the CPU figures are in bench/server.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import pytest
+from sqlalchemy import text
+
+from mailui4agents.db.engine import Database
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'd.db'}")
+    async with database.write() as s:
+        await s.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"))
+        await s.execute(text("INSERT INTO t (v) VALUES ('a'), ('b')"))
+    # Warm both pools: a first connection runs its PRAGMAs (not counted below).
+    async with database.read() as s:
+        await s.execute(text("SELECT 1"))
+    try:
+        yield database
+    finally:
+        await database.dispose()
+
+
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The calls made into aiosqlite worker threads, by function name."""
+    calls: list[str] = []
+    real: Callable[..., Any] = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kw: Any) -> Any:
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return await real(self, fn, *args, **kw)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    return calls
+
+
+async def test_a_read_unit_of_one_select_is_one_hop_and_so_is_read_rows(
+    db: Database, hops: list[str]
+) -> None:
+    async with db.read() as s:
+        assert (await s.execute(text("SELECT v FROM t ORDER BY id"))).scalars().all() == ["a", "b"]
+    # BEGIN + SELECT in one call; the rollback queued, not awaited. Was eight hops.
+    assert hops == ["_run"]
+    async with db.write() as w:  # the rollback did end that snapshot:
+        await w.execute(text("INSERT INTO t (v) VALUES ('c')"))
+    async with db.read() as s:  # the same pooled connection, BEGIN again
+        assert (await s.execute(text("SELECT count(*) FROM t"))).scalar_one() == 3
+    hops.clear()
+    rows = await db.read_rows(text("SELECT v FROM t WHERE id = :id"), {"id": 2})
+    assert [r.v for r in rows] == ["b"]
+    assert hops == ["_run"]  # no transaction: nothing to end
+
+
+async def test_units_that_run_nothing_make_no_hop(db: Database, hops: list[str]) -> None:
+    async with db.read():
+        pass
+    async with db.write():
+        pass
+    assert hops == []
+
+
+async def test_a_write_unit_is_one_hop_per_statement_and_the_commit(
+    db: Database, hops: list[str]
+) -> None:
+    async with db.write() as s:
+        await s.execute(text("INSERT INTO t (v) VALUES ('c')"))
+        await s.execute(text("UPDATE t SET v = 'cc' WHERE v = 'c'"))
+    assert hops == ["_run", "_run", "commit"]
+    assert [r.v for r in await db.read_rows(text("SELECT v FROM t WHERE id = 3"))] == ["cc"]
+
+
+async def test_a_read_unit_reads_one_snapshot_though_a_write_commits_between(
+    db: Database,
+) -> None:
+    """BEGIN is really sent with the first statement: without it each SELECT
+    would read the newest commit."""
+    async with db.read() as s:
+        before = (await s.execute(text("SELECT count(*) FROM t"))).scalar_one()
+        async with db.write() as w:
+            await w.execute(text("INSERT INTO t (v) VALUES ('new')"))
+        again = (await s.execute(text("SELECT count(*) FROM t"))).scalar_one()
+    assert (before, again) == (2, 2)
+    # A read outside a unit sees the commit (negative control: the insert happened).
+    assert (await db.read_rows(text("SELECT count(*) FROM t")))[0][0] == 3
+
+
+async def test_the_writer_holds_the_write_lock_from_its_first_statement(
+    db: Database, tmp_path: Path
+) -> None:
+    """BEGIN IMMEDIATE still precedes the first statement, even a SELECT."""
+    other = sqlite3.connect(tmp_path / "d.db", timeout=0, isolation_level=None)
+    try:
+        async with db.write() as s:
+            await s.execute(text("SELECT count(*) FROM t"))
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+        other.execute("BEGIN IMMEDIATE")  # free again after the commit
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+
+
+async def test_a_failed_write_leaves_nothing_and_the_connection_works_on(
+    db: Database, hops: list[str]
+) -> None:
+    with pytest.raises(Exception, match="NOT NULL"):
+        async with db.write() as s:
+            await s.execute(text("INSERT INTO t (v) VALUES ('half')"))
+            await s.execute(text("INSERT INTO t (v) VALUES (NULL)"))
+    rows = await db.read_rows(text("SELECT v FROM t ORDER BY id"))
+    assert [r.v for r in rows] == ["a", "b"]  # 'half' rolled back
+    assert hops[-2:] == ["rollback", "_run"]  # the writer awaits its rollback
+    async with db.write() as s:  # the single writer connection is usable
+        await s.execute(text("INSERT INTO t (v) VALUES ('after')"))
+    assert len(await db.read_rows(text("SELECT v FROM t"))) == 3
+
+
+async def test_a_failed_first_statement_rolls_back_its_begin(db: Database) -> None:
+    """The statement that carried BEGIN failed: the transaction it opened is
+    still ended, so the pooled connection does not keep an old snapshot."""
+    with pytest.raises(Exception, match="no such table"):
+        async with db.read() as s:
+            await s.execute(text("SELECT * FROM missing"))
+    async with db.write() as w:
+        await w.execute(text("INSERT INTO t (v) VALUES ('seen')"))
+    async with db.read() as s:  # the reader's pooled connection: a fresh snapshot
+        assert (await s.execute(text("SELECT count(*) FROM t"))).scalar_one() == 3
+
+
+async def test_server_side_cursors_still_stream_inside_the_transaction(db: Database) -> None:
+    """AsyncSession.stream (db/copy.py) keeps SQLAlchemy's own cursor."""
+    async with db.read() as s:
+        result = await s.stream(text("SELECT v FROM t ORDER BY id"))
+        assert [r.v async for r in result] == ["a", "b"]
