@@ -262,16 +262,17 @@ def _check(statements: Statements, writes: list[str]) -> None:
 
 
 # The session with the agent's membership, its earlier request with this relay
-# key and the deciders (one query); the standing grants; the request (ON CONFLICT
-# DO NOTHING, no savepoint, its mail's id in it); then delivery as a send's.
-ASK_WRITES = ["SELECT", "SELECT", "INSERT", *SEND_WRITES[1:]]
+# key, whether it has grants for the tool, and the deciders (one query); the
+# request (ON CONFLICT DO NOTHING, no savepoint, its mail's id in it); then
+# delivery as a send's.
+ASK_WRITES = ["SELECT", "INSERT", *SEND_WRITES[1:]]
 # The request with its session, the human's membership, whether anything there
 # is past its deadline and the deciders (one query); the decision (one UPDATE);
 # then the receipt's delivery, the decision events in its events INSERT.
 DECIDE_WRITES = ["SELECT", "UPDATE", *SEND_WRITES[1:]]
 
 
-async def test_a_permission_request_costs_seven_writes(served: Served) -> None:
+async def test_a_permission_request_costs_six_writes(served: Served) -> None:
     """It was 14 on SQLite (session, membership, relay key, grants, deciders, a
     savepoint around the insert, the mail's id set by a second UPDATE, two events
     INSERTs), 1 + 16 on PostgreSQL."""
@@ -290,3 +291,22 @@ async def test_a_decision_costs_six_writes(served: Served) -> None:
 async def test_an_approval_with_always_adds_only_the_grant(served: Served) -> None:
     _, decided = await _asked_and_decided(served, always=True)
     _check(decided, ["SELECT", "INSERT", *DECIDE_WRITES[1:]])
+
+
+async def test_a_request_a_grant_allows_reads_the_grants_and_delivers_nothing(
+    served: Served,
+) -> None:
+    """With a grant for the tool the grants are read (the second SELECT) and the
+    request is approved at once: the request and its decision event, no mail."""
+    api = served.api
+    await _asked_and_decided(served, always=True)  # ana granted Bash for good
+    sid = (await api.http.get("/api/v1/sessions", headers=api.auth("ana"))).json()["items"][0]
+    served.statements.clear()
+    r = await api.http.post(
+        "/api/v1/agent/permissions",
+        json={"session_id": sid["id"], "tool_name": "Bash",
+              "tool_input": {"command": "make lint"}, "relay_key": "granted"},
+        headers=api.auth("bot"),
+    )  # fmt: skip
+    assert r.status_code == 201 and r.json()["status"] == "approved", r.text
+    _check(_copy(served.statements), ["SELECT", "SELECT", "INSERT", "INSERT"])

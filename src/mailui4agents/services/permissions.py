@@ -116,9 +116,15 @@ def _request_text(row: PermissionRow, session: SessionRow) -> tuple[str, str]:
     return f"Approval needed: {row.tool_name} — {str(what)[:80]}", body
 
 
+_GRANTS = select(GrantRow.id, GrantRow.tool_name, GrantRow.pattern).where(
+    GrantRow.session_id == bindparam("b_session"),
+    GrantRow.tool_name == bindparam("b_tool"),
+    GrantRow.revoked_at.is_(None),
+)
 # The session asked in, whether the agent takes part in it, the agent's earlier
-# request with this relay key, and the session's deciders (one row each, in
-# deciders()' order; one row with NULL when there are none): one query, built once.
+# request with this relay key, whether the session has standing grants for the
+# tool (_GRANTS reads them only then), and the session's deciders (one row each,
+# in deciders()' order; one row with NULL when there are none): one query.
 _ASKING = (
     select(
         SessionRow,
@@ -129,16 +135,12 @@ _ASKING = (
             PermissionRow.agent_name == bindparam("b_agent"),
         )
         .scalar_subquery(),
+        _GRANTS.with_only_columns(GrantRow.id).exists(),
         SessionDeciderRow.name,
     )
     .outerjoin(SessionDeciderRow, SessionDeciderRow.session_id == SessionRow.id)
     .where(SessionRow.id == bindparam("b_session"))
     .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
-)
-_GRANTS = select(GrantRow.id, GrantRow.tool_name, GrantRow.pattern).where(
-    GrantRow.session_id == bindparam("b_session"),
-    GrantRow.tool_name == bindparam("b_tool"),
-    GrantRow.revoked_at.is_(None),
 )
 _PERMISSIONS = cast(Table, PermissionRow.__table__)
 # A relay key taken meanwhile (PostgreSQL: a concurrent request that committed
@@ -176,12 +178,18 @@ async def create_request(
     _validate_shape(kind, tool_name, question, options, multi_select)
     found = (
         await s.execute(
-            _ASKING, {"b_session": session_id, "b_agent": agent.name, "b_key": relay_key}
+            _ASKING,
+            {
+                "b_session": session_id,
+                "b_agent": agent.name,
+                "b_key": relay_key,
+                "b_tool": tool_name,
+            },
         )
     ).all()
     if not found:
         raise not_found(f"session '{session_id}'")
-    session, member, dup = found[0][0], bool(found[0][1]), found[0][2]
+    session, member, dup, granted = found[0][0], bool(found[0][1]), found[0][2], found[0][3]
     if not member:
         raise not_found(f"session '{session_id}'")
     # Relay keys belong to one agent: another agent's key neither collides with
@@ -226,7 +234,7 @@ async def create_request(
         grant_id=None,
         created_at=now,
     )
-    if kind == "approval" and tool_name is not None:
+    if kind == "approval" and tool_name is not None and granted:
         grant = await _matching_grant(s, session.id, tool_name, tool_input or {})
         if grant is not None:
             row.status, row.decision = "approved", "approve"
@@ -237,7 +245,7 @@ async def create_request(
             return Opened(permission_out(row, session))
 
     # Asked of the session's deciders only: a human the agent cc'd in is not one.
-    humans = [name for _, _, _, name in found if name is not None]
+    humans = [name for *_, name in found if name is not None]
     if not humans:
         raise _conflict("no_human", "this session has no human who may decide; nobody could")
     row.mail_id = new_id()  # the request names its mail: written with it, in one insert
