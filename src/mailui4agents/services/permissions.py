@@ -387,9 +387,9 @@ _SETTLE = (
         status=bindparam("b_status"),
         decision=bindparam("b_decision"),
         note=bindparam("b_note"),
-        answers=bindparam("b_answers", type_=_PERMISSIONS.c.answers.type),
+        answers=bindparam("b_answers"),
         decided_by=bindparam("b_by"),
-        decided_at=bindparam("b_at", type_=_PERMISSIONS.c.decided_at.type),
+        decided_at=bindparam("b_at"),
         grant_id=bindparam("b_grant"),
     )
 )
