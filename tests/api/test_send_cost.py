@@ -117,27 +117,30 @@ def _shapes(statements: list[str]) -> list[str]:
     ]
 
 
-SEND_WRITES = ["SELECT", "SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+SEND_WRITES = ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+
+
+def _on_postgresql(writes: list[str]) -> list[str]:
+    """The same writes as PostgreSQL lists them: the token read first (one pool),
+    and the event log's advisory lock (ids in commit order) with the NOTIFY that
+    wakes the other replicas, in one statement, before the events INSERT
+    (docs/postgres.md)."""
+    return ["SELECT", *writes[:-1], "pg_advisory_xact_lock", writes[-1]]
 
 
 @pytest.mark.parametrize("recipients", [1, 20])
-async def test_a_reply_costs_six_writes_and_one_read_whatever_the_recipients(
+async def test_a_reply_costs_five_writes_and_one_read_whatever_the_recipients(
     served: Served, recipients: int
 ) -> None:
-    """Per send, on the writer: parent mail with its session (one join), the
-    sender's membership, the mail, its recipients (one INSERT … RETURNING),
-    the session's last_mail_at, its events (one INSERT). On a reader: the
-    token. Recipients' kinds come from memory once seen (names never change
-    kind: services/identity.kinds_of). It was 8 + 3 before.
-
-    PostgreSQL lists the token read first (one pool), and its events INSERT
-    comes after the event log's advisory lock (ids in commit order) and the
-    NOTIFY that wakes the other replicas (docs/postgres.md): 1 + 6 + 2."""
+    """Per send, on the writer: the parent mail's session with the sender's
+    membership (one query), the mail, its recipients (one INSERT), the session's
+    last_mail_at, its events (one INSERT). On a reader: the token. Recipients'
+    kinds come from memory once seen (names never change kind:
+    services/identity.kinds_of). It was 8 + 3, then 6 + 1 (the membership a
+    query of its own); PostgreSQL 1 + 6 + 2, then 1 + 5 + 1."""
     writer, reader = await _send_counts(served, recipients)
     if served.statements.one_pool:
-        assert _shapes(writer) == [
-            "SELECT", *SEND_WRITES[:5], "pg_advisory_xact_lock", "pg_notify", SEND_WRITES[5],
-        ], "\n".join(writer)  # fmt: skip
+        assert _shapes(writer) == _on_postgresql(SEND_WRITES), "\n".join(writer)
         assert "user_tokens" in _queries(writer)[0]  # the token, then the send
         return
     assert _shapes(writer) == SEND_WRITES, "\n".join(writer)
@@ -212,3 +215,98 @@ async def test_a_session_list_costs_the_same_queries_for_2_or_8_sessions(served:
             assert item["deciders"] == ["ana"], item
     assert counts[0] == counts[1], counts  # not one more query per row
     assert counts[1] <= 6, counts  # token, the page, four describe queries
+
+
+async def _asked_and_decided(served: Served, always: bool = False) -> tuple[Statements, Statements]:
+    """The statements of one permission request, then of approving it, in a
+    session with a reply, after one warm-up of each."""
+    api = served.api
+    await api.user("ana")
+    key = await api.agent("bot")
+    first = await api.send("ana", ["bot@/srv/shop.new"], subject="first")
+    assert first.status_code == 201, first.text
+    agent = {"Authorization": f"Bearer {key}"}
+    for i in range(2):
+        served.statements.clear()
+        r = await api.http.post(
+            "/api/v1/agent/permissions",
+            json={"session_id": first.json()["session_id"], "tool_name": "Bash",
+                  "tool_input": {"command": f"make test{i}"}, "relay_key": f"k{i}"},
+            headers=agent,
+        )  # fmt: skip
+        assert r.status_code == 201, r.text
+        asked = _copy(served.statements)
+        served.statements.clear()
+        d = await api.http.post(
+            f"/api/v1/permissions/{r.json()['id']}/decision",
+            json={"decision": "approve", "always": always and i == 1},
+            headers=api.auth("ana"),
+        )
+        assert d.status_code == 200, d.text
+        decided = _copy(served.statements)
+    return asked, decided
+
+
+def _copy(statements: Statements) -> Statements:
+    return Statements(list(statements.writer), list(statements.reader), statements.one_pool)
+
+
+def _check(statements: Statements, writes: list[str]) -> None:
+    writer, reader = statements.writer, statements.reader
+    if statements.one_pool:
+        assert _shapes(writer) == _on_postgresql(writes), "\n".join(writer)
+        assert "agent_keys" in _queries(writer)[0] or "user_tokens" in _queries(writer)[0]
+        return
+    assert _shapes(writer) == writes, "\n".join(writer)
+    assert len(_queries(reader)) == 1, "\n".join(reader)  # the token
+
+
+# The session with the agent's membership, its earlier request with this relay
+# key, whether it has grants for the tool, and the deciders (one query); the
+# request (ON CONFLICT DO NOTHING, no savepoint, its mail's id in it); then
+# delivery as a send's.
+ASK_WRITES = ["SELECT", "INSERT", *SEND_WRITES[1:]]
+# The request with its session, the human's membership, whether anything there
+# is past its deadline and the deciders (one query); the decision (one UPDATE);
+# then the receipt's delivery, the decision events in its events INSERT.
+DECIDE_WRITES = ["SELECT", "UPDATE", *SEND_WRITES[1:]]
+
+
+async def test_a_permission_request_costs_six_writes(served: Served) -> None:
+    """It was 14 on SQLite (session, membership, relay key, grants, deciders, a
+    savepoint around the insert, the mail's id set by a second UPDATE, two events
+    INSERTs), 1 + 16 on PostgreSQL."""
+    asked, _ = await _asked_and_decided(served)
+    _check(asked, ASK_WRITES)
+
+
+async def test_a_decision_costs_six_writes(served: Served) -> None:
+    """It was 14 on SQLite (the request, its session, membership, the decider
+    check, the expiry look-up, a conditional UPDATE then the ORM's second one,
+    the deciders again, one INSERT per decision event), 1 + 15 on PostgreSQL."""
+    _, decided = await _asked_and_decided(served)
+    _check(decided, DECIDE_WRITES)
+
+
+async def test_an_approval_with_always_adds_only_the_grant(served: Served) -> None:
+    _, decided = await _asked_and_decided(served, always=True)
+    _check(decided, ["SELECT", "INSERT", *DECIDE_WRITES[1:]])
+
+
+async def test_a_request_a_grant_allows_reads_the_grants_and_delivers_nothing(
+    served: Served,
+) -> None:
+    """With a grant for the tool the grants are read (the second SELECT) and the
+    request is approved at once: the request and its decision event, no mail."""
+    api = served.api
+    await _asked_and_decided(served, always=True)  # ana granted Bash for good
+    sid = (await api.http.get("/api/v1/sessions", headers=api.auth("ana"))).json()["items"][0]
+    served.statements.clear()
+    r = await api.http.post(
+        "/api/v1/agent/permissions",
+        json={"session_id": sid["id"], "tool_name": "Bash",
+              "tool_input": {"command": "make lint"}, "relay_key": "granted"},
+        headers=api.auth("bot"),
+    )  # fmt: skip
+    assert r.status_code == 201 and r.json()["status"] == "approved", r.text
+    _check(_copy(served.statements), ["SELECT", "SELECT", "INSERT", "INSERT"])

@@ -4,9 +4,10 @@ change they announce, so an event exists if and only if its change committed."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from pydantic import BaseModel
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import Table, func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import EventRow
@@ -34,40 +35,54 @@ async def take_event_lock(s: AsyncSession) -> None:
 
     Ids must become visible in increasing order, or a reader that has seen id 10
     could miss an id 9 committed later: the sequence is drawn under this lock,
-    and PostgreSQL makes a commit visible before it releases the lock."""
+    and PostgreSQL makes a commit visible before it releases the lock. The lock
+    and the NOTIFY are one statement (one round trip): a NOTIFY is delivered at
+    commit only, so which of the two runs first does not matter."""
     if s.get_bind().dialect.name == "postgresql" and not s.info.get("event_lock"):
-        await s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_EVENT_LOCK})
-        # Delivered to the listeners of every replica when (and only if) this commits.
-        await s.execute(text("SELECT pg_notify(:c, '')"), {"c": PG_CHANNEL})
+        await s.execute(_LOCK_AND_NOTIFY, {"k": _PG_EVENT_LOCK, "c": PG_CHANNEL})
         s.info["event_lock"] = True
+
+
+_LOCK_AND_NOTIFY = text("SELECT pg_advisory_xact_lock(:k), pg_notify(:c, '')")
+_EVENTS = cast(Table, EventRow.__table__)
+# A Core insert of the table, built once: the ORM's unit of work flushed events
+# one INSERT … RETURNING each on SQLite, and building the statement cost more CPU
+# than running it.
+_INSERT_EVENTS = insert(_EVENTS).inline()  # no ids back (PostgreSQL: no RETURNING)
+
+Event = tuple[str, str, Payload | None]
+"""(principal, type, data) of one event to append."""
 
 
 async def append(
     s: AsyncSession, principals: Iterable[str], type_: str, data: Payload | None
 ) -> None:
-    """Add one event per principal; they are notified after the commit."""
-    await take_event_lock(s)
-    notify: set[str] = s.info.setdefault("notify", set())
+    """Add one event per principal, in one statement; they are notified after the commit."""
     data = _json(data)
-    for principal in principals:
-        s.add(EventRow(principal=principal, type=type_, data=data))
-        notify.add(principal)
+    await append_rows(s, [(p, type_, data) for p in principals])
 
 
 async def append_each(s: AsyncSession, type_: str, rows: Sequence[tuple[str, Payload]]) -> None:
     """One event of `type_` per (principal, data), in one statement: a mail to 100
-    recipients made 100 round trips inside the write transaction. Flush pending
-    ORM events first, so ids keep the order in which events were appended."""
-    if not rows:
+    recipients made 100 round trips inside the write transaction."""
+    await append_rows(s, [(p, type_, d) for p, d in rows])
+
+
+async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
+    """Append `events` in this order (ids increase along the list), in one statement
+    whatever their types; their principals are notified after the commit. Every
+    append is this one immediate statement (no ORM-pending event rows), so ids
+    follow the order of the calls. Nothing is appended for an empty list (the
+    PostgreSQL lock is taken all the same)."""
+    await take_event_lock(s)
+    if not events:
         return
-    await append(s, [], type_, None)  # takes the PostgreSQL lock; adds nothing
-    await s.flush()
     now = utcnow()
     await s.execute(
-        insert(EventRow),
-        [{"principal": p, "type": type_, "data": _json(d), "created_at": now} for p, d in rows],
+        _INSERT_EVENTS,
+        [{"principal": p, "type": t, "data": _json(d), "created_at": now} for p, t, d in events],
     )
-    s.info.setdefault("notify", set()).update(p for p, _ in rows)
+    s.info.setdefault("notify", set()).update(p for p, _, _ in events)
 
 
 async def since(s: AsyncSession, principal: str, after: int, limit: int) -> list[EventRow]:

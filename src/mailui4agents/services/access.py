@@ -17,11 +17,22 @@ more lenient human and pick its own approver.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, delete, false, literal, or_, select, true
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    and_,
+    delete,
+    false,
+    literal,
+    or_,
+    select,
+    true,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
@@ -33,7 +44,7 @@ from mailui4agents.db.tables import (
     SessionDeciderRow,
     SessionRow,
 )
-from mailui4agents.domain.errors import Conflict, Missing, forbidden, not_found
+from mailui4agents.domain.errors import Conflict, Forbidden, Missing, forbidden, not_found
 from mailui4agents.services.principals import Principal
 
 # The admin visibility policy, in one place: admins may read every session (mail,
@@ -60,7 +71,7 @@ def sessions_of(name: str, session_id: str | None = None) -> Select[Any]:
 
 
 def takes_part(
-    name: str, session_id: ColumnElement[str] | InstrumentedAttribute[str]
+    name: str | BindParameter[str], session_id: ColumnElement[str] | InstrumentedAttribute[str]
 ) -> ColumnElement[bool]:
     """`session_id IN sessions_of(name)` as three correlated EXISTS, each one
     seek of an index (migration 0012)."""
@@ -275,10 +286,17 @@ class Reader:
             stmt = stmt.where(SessionRow.workspace == self.scope.workspace)
         return stmt
 
-    async def can_read(self, s: AsyncSession, session: SessionRow) -> bool:
+    def can_read_known(self, session: SessionRow, member: bool) -> bool:
+        """can_read, with `member` (is_member's answer) looked up by the caller,
+        in a query of its own (a write that reads the session anyway)."""
         if self.unscoped_agent:
             return False
         if self.scope is not None and session.workspace != self.scope.workspace:
+            return False
+        return self.sees_all or member
+
+    async def can_read(self, s: AsyncSession, session: SessionRow) -> bool:
+        if not self.can_read_known(session, True):  # not even a member would
             return False
         return self.sees_all or await is_member(s, session.id, self.name)
 
@@ -291,6 +309,10 @@ class Reader:
         """Members post into a session, and admins (who may read every session);
         posting grants no power."""
         return self.sees_all or await is_member(s, session.id, self.name)
+
+    def may_post_known(self, member: bool) -> bool:
+        """may_post, with `member` (is_member's answer) looked up by the caller."""
+        return self.sees_all or member
 
     async def can_read_mail(
         self, s: AsyncSession, session: SessionRow, recipients: Iterable[str]
@@ -318,10 +340,17 @@ class Reader:
         if not await self.can_read(s, session):
             raise not_found(what)
         if not await self.can_decide(s, session):
-            raise forbidden(
-                "only the session's owners and the deciders they named may do this "
-                "(being cc'd or posting into a session grants no power)"
-            )
+            raise _no_power()
+
+    def ensure_decide_known(
+        self, session: SessionRow, member: bool, deciders: Sequence[str], what: str
+    ) -> None:
+        """ensure_decide, with `member` (is_member's answer) and the session's
+        `deciders` (deciders()' answer) looked up by the caller."""
+        if not self.can_read_known(session, member):
+            raise not_found(what)
+        if not (self.principal.is_human and self.name in deciders):
+            raise _no_power()
 
     async def is_owner(self, s: AsyncSession, session: SessionRow) -> bool:
         row = await s.get(SessionDeciderRow, (session.id, self.name))
@@ -344,6 +373,13 @@ class Reader:
         """Only an agent's owners adopt its platform sessions (a stranger who got
         there first would take over the owner's conversation)."""
         return self.principal.is_human and await self.can_see_platform_sessions_of(s, agent_name)
+
+
+def _no_power() -> Forbidden:
+    return forbidden(
+        "only the session's owners and the deciders they named may do this "
+        "(being cc'd or posting into a session grants no power)"
+    )
 
 
 async def reader(s: AsyncSession, principal: Principal, scope_session_id: str | None) -> Reader:

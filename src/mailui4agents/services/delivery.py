@@ -4,22 +4,38 @@ Mail, permissions and sessions all deliver (a sent mail, a request's mail, a
 decision's receipt, an interactive session's first mail); this module depends
 only on tables, attachments' linking, the event log and views, so none of them
 imports another to deliver.
+
+Every write here is a Core statement built once at import (the mail, its
+recipients, the session's `last_mail_at`, the events): the ORM's unit of work
+cost more CPU per send than the statements themselves (bench/server.py), and the
+rows handed back are plain values, known without reading anything back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import insert
+from sqlalchemy import CursorResult, Table, bindparam, insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
-from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
+from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow, new_id
 from mailui4agents.db.types import utcnow
 from mailui4agents.events import log
 from mailui4agents.services import attachments
 from mailui4agents.services.principals import principal_key
 from mailui4agents.services.views import MailContext, delivery_fields
 from mailui4agents.wire.events import EventType
+
+_SESSIONS = cast(Table, SessionRow.__table__)
+_INSERT_MAIL = insert(cast(Table, MailRow.__table__))
+_INSERT_RECIPIENTS = insert(cast(Table, RecipientRow.__table__)).inline()  # no ids back
+_TOUCH_SESSION = (
+    update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("b_id"))
+    .values(last_mail_at=bindparam("b_at"))
+)
 
 
 async def deliver(
@@ -37,52 +53,76 @@ async def deliver(
     relay_key: str | None = None,
     from_session_id: str | None = None,
     files: Sequence[AttachmentRow] = (),
+    mail_id: str | None = None,
+    also: Sequence[log.Event] = (),
 ) -> MailContext:
     """Store one mail in `session` for (name, is_human, role) recipients, and one
     `new_mail` event per recipient, each with its own reply/self addresses.
-    `files` must have been checked (attachments.check_for_send) by the caller."""
+    `files` must have been checked (attachments.check_for_send) by the caller.
+    `mail_id`: the new mail's id, when the caller needed it before (a permission
+    request names its mail); `also`: further events, appended after the mail's
+    in the same statement."""
+    # What the caller changed through the ORM is written first, as before: the
+    # statements below do not flush it.
+    if s.new or s.dirty or s.deleted:
+        await s.flush()
     now = utcnow()
-    mail = MailRow(
-        session_id=session.id,
-        from_name=sender,
-        from_human=sender_human,
-        subject=subject,
-        body=body,
-        parent_mail_id=parent_mail_id,
-        type=type_,
-        relay=relay,
-        relay_key=relay_key,
-        from_session_id=from_session_id,
-        created_at=now,
+    values = {
+        "id": mail_id or new_id(),
+        "session_id": session.id,
+        "from_name": sender,
+        "from_human": sender_human,
+        "subject": subject,
+        "body": body,
+        "parent_mail_id": parent_mail_id,
+        "type": type_,
+        "relay": relay,
+        "relay_key": relay_key,
+        "from_session_id": from_session_id,
+        "created_at": now,
+    }
+    inserted = cast(CursorResult[Any], await s.execute(_INSERT_MAIL, values))
+    key = inserted.inserted_primary_key
+    assert key is not None  # a single-row insert
+    mail = MailRow(seq=key[0], **values)
+    # One statement for all recipients: row by row, a mail to 100 recipients
+    # made 100 round trips inside the one write transaction. Nothing is read
+    # back: the rows are what was written (ids are never shown).
+    rows = [
+        RecipientRow(
+            mail_seq=mail.seq,
+            session_id=session.id,
+            name=n,
+            is_human=h,
+            role=role,
+            position=i,
+            read_at=None,
+        )
+        for i, (n, h, role) in enumerate(recipients)
+    ]
+    await s.execute(
+        _INSERT_RECIPIENTS,
+        [
+            {
+                "mail_seq": r.mail_seq,
+                "session_id": r.session_id,
+                "name": r.name,
+                "is_human": r.is_human,
+                "role": r.role,
+                "position": r.position,
+            }
+            for r in rows
+        ],
     )
-    s.add(mail)
-    await s.flush()
-    # Core inserts, one statement each: row by row, a mail to 100 recipients made
-    # 200 round trips inside the one write transaction.
-    # RETURNING gives the rows back in the same statement (no re-read). Not
-    # sort_by_parameter_order: on SQLite that falls back to one INSERT per row;
-    # the rows are put in order (position = insertion order) here instead.
-    rows = sorted(
-        await s.scalars(
-            insert(RecipientRow).returning(RecipientRow),
-            [
-                {
-                    "mail_seq": mail.seq,
-                    "session_id": session.id,
-                    "name": n,
-                    "is_human": h,
-                    "role": role,
-                    "position": i,
-                }
-                for i, (n, h, role) in enumerate(recipients)
-            ],
-        ),
-        key=lambda r: r.position,
-    )
-    attachments.link(s, mail.seq, files)
-    session.last_mail_at = now
-    await s.flush()
+    if files:
+        attachments.link(s, mail.seq, files)
+        await s.flush()
+    await s.execute(_TOUCH_SESSION, {"b_id": session.id, "b_at": now})
+    set_committed_value(session, "last_mail_at", now)  # written above, not dirty
     ctx = MailContext(mail, session, rows, list(files))
-    events = [(principal_key(r.name, r.is_human), delivery_fields(ctx, r.name)) for r in rows]
-    await log.append_each(s, EventType.NEW_MAIL, events)
+    events: list[log.Event] = [
+        (principal_key(r.name, r.is_human), EventType.NEW_MAIL, delivery_fields(ctx, r.name))
+        for r in rows
+    ]
+    await log.append_rows(s, [*events, *also])
     return ctx

@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import MailRow, ReadLogRow, RecipientRow, SessionRow
@@ -99,6 +99,14 @@ async def contexts(s: AsyncSession, mails: Sequence[MailRow]) -> list[MailContex
     return [MailContext(m, sess[m.session_id], recs[m.seq], atts[m.seq]) for m in mails]
 
 
+# A reply's parent: its session, and whether the sender takes part in it (Reader.may_post).
+_PARENT_SESSION = (
+    select(SessionRow, access.takes_part(bindparam("b_name"), SessionRow.id))
+    .join(MailRow, MailRow.session_id == SessionRow.id)
+    .where(MailRow.id == bindparam("b_mail"))
+)
+
+
 async def send_mail(
     s: AsyncSession,
     settings: Settings,
@@ -137,18 +145,15 @@ async def send_mail(
     rcpt = recipients or await resolve_recipients(s, settings, to, cc)
     to_addrs, cc_addrs, kinds = rcpt.to, rcpt.cc, rcpt.human
 
-    parent = None
+    parent_session = None
     if parent_mail_id is not None:
+        # The parent's session and whether the sender takes part in it: one query.
         found = (
-            await s.execute(
-                select(MailRow, SessionRow)
-                .join(SessionRow, SessionRow.id == MailRow.session_id)
-                .where(MailRow.id == parent_mail_id)
-            )
+            await s.execute(_PARENT_SESSION, {"b_mail": parent_mail_id, "b_name": sender.name})
         ).first()
-        parent, parent_session = found if found is not None else (None, None)
-        if parent_session is None or not await access.Reader(sender).may_post(s, parent_session):
+        if found is None or not access.Reader(sender).may_post_known(bool(found[1])):
             raise invalid_value("parent_mail_id", f"no mail '{parent_mail_id}' you can reply to")
+        parent_session = found[0]
 
     # Every attachment is checked before anything is written (docs/behaviour.md).
     scope = access.Reader(sender)
@@ -156,7 +161,7 @@ async def send_mail(
         scope = await access.reader(s, sender, from_session_id)
     files = await attachments.check_for_send(s, scope, attachment_ids)
     session, created, subject = await sessions.resolve_target(
-        s, settings, sender, to_addrs, cc_addrs, subject, parent, permission_mode
+        s, settings, sender, to_addrs, cc_addrs, subject, parent_session, permission_mode
     )
     deliveries: list[tuple[str, bool, str]] = []
     seen: set[str] = set()

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+from sqlalchemy.orm.attributes import set_committed_value
 
-from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow
+from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow, new_id
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import Conflict, Missing, conflict, invalid_value, not_found
 from mailui4agents.domain.grants import GrantRule, grant_matches
@@ -113,6 +116,45 @@ def _request_text(row: PermissionRow, session: SessionRow) -> tuple[str, str]:
     return f"Approval needed: {row.tool_name} — {str(what)[:80]}", body
 
 
+_GRANTS = select(GrantRow.id, GrantRow.tool_name, GrantRow.pattern).where(
+    GrantRow.session_id == bindparam("b_session"),
+    GrantRow.tool_name == bindparam("b_tool"),
+    GrantRow.revoked_at.is_(None),
+)
+# The session asked in, whether the agent takes part in it, the agent's earlier
+# request with this relay key, whether the session has standing grants for the
+# tool (_GRANTS reads them only then), and the session's deciders (one row each,
+# in deciders()' order; one row with NULL when there are none): one query.
+_ASKING = (
+    select(
+        SessionRow,
+        access.takes_part(bindparam("b_agent"), SessionRow.id),
+        select(PermissionRow.id)
+        .where(
+            PermissionRow.relay_key == bindparam("b_key"),
+            PermissionRow.agent_name == bindparam("b_agent"),
+        )
+        .scalar_subquery(),
+        _GRANTS.with_only_columns(GrantRow.id).exists(),
+        SessionDeciderRow.name,
+    )
+    .outerjoin(SessionDeciderRow, SessionDeciderRow.session_id == SessionRow.id)
+    .where(SessionRow.id == bindparam("b_session"))
+    .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
+)
+_PERMISSIONS = cast(Table, PermissionRow.__table__)
+# A relay key taken meanwhile (PostgreSQL: a concurrent request that committed
+# first) inserts nothing instead of failing: no savepoint around the insert.
+_INSERT_PERMISSION = {
+    "sqlite": sqlite_insert(_PERMISSIONS).on_conflict_do_nothing(
+        index_elements=["agent_name", "relay_key"]
+    ),
+    "postgresql": pg_insert(_PERMISSIONS).on_conflict_do_nothing(
+        index_elements=["agent_name", "relay_key"]
+    ),
+}
+
+
 async def create_request(
     s: AsyncSession,
     agent: Principal,
@@ -134,19 +176,27 @@ async def create_request(
     if not relay_key:
         raise invalid_value("relay_key", "relay_key must not be empty")
     _validate_shape(kind, tool_name, question, options, multi_select)
-    session = await get_session(s, session_id)
-    if not await access.is_member(s, session.id, agent.name):
+    found = (
+        await s.execute(
+            _ASKING,
+            {
+                "b_session": session_id,
+                "b_agent": agent.name,
+                "b_key": relay_key,
+                "b_tool": tool_name,
+            },
+        )
+    ).all()
+    if not found:
+        raise not_found(f"session '{session_id}'")
+    session, member, dup, granted = found[0][0], bool(found[0][1]), found[0][2], found[0][3]
+    if not member:
         raise not_found(f"session '{session_id}'")
     # Relay keys belong to one agent: another agent's key neither collides with
     # this one nor reveals anything about it.
-    dup = await s.scalar(
-        select(PermissionRow).where(
-            PermissionRow.relay_key == relay_key, PermissionRow.agent_name == agent.name
-        )
-    )
     if dup is not None:
         # Nobody will ever decide a second request with the same key: deny at once.
-        return Duplicate(dup.id, "request_id")
+        return Duplicate(dup, "request_id")
     if session.status != "active":
         raise _conflict("archived", f"session '{session.alias}' is archived")
 
@@ -159,7 +209,10 @@ async def create_request(
         )
 
     now = utcnow()
+    # A plain object, never added to the ORM session: written by _insert's one
+    # statement, and what the answer and the events are made of.
     row = PermissionRow(
+        id=new_id(),
         session_id=session.id,
         agent_name=agent.name,
         kind=kind,
@@ -170,27 +223,37 @@ async def create_request(
         options=options,
         multi_select=multi_select,
         relay_key=relay_key,
+        status="pending",
+        decision=None,
+        note=None,
+        answers=None,
+        decided_by=None,
+        decided_at=None,
         expires_at=now + timedelta(seconds=timeout_s or DEFAULT_TIMEOUT_S),
+        mail_id=None,
+        grant_id=None,
         created_at=now,
     )
-    if kind == "approval" and tool_name is not None:
+    if kind == "approval" and tool_name is not None and granted:
         grant = await _matching_grant(s, session.id, tool_name, tool_input or {})
         if grant is not None:
             row.status, row.decision = "approved", "approve"
-            row.decided_by, row.decided_at, row.grant_id = f"grant:{grant.id}", now, grant.id
+            row.decided_by, row.decided_at, row.grant_id = f"grant:{grant}", now, grant
             if not await _insert(s, row):
                 return await _duplicate(s, agent.name, relay_key)
             await log.append(s, [agent.key], EventType.PERMISSION_DECISION, decision_event(row))
             return Opened(permission_out(row, session))
 
     # Asked of the session's deciders only: a human the agent cc'd in is not one.
-    humans = await access.deciders(s, session.id)
+    humans = [name for *_, name in found if name is not None]
     if not humans:
         raise _conflict("no_human", "this session has no human who may decide; nobody could")
+    row.mail_id = new_id()  # the request names its mail: written with it, in one insert
     if not await _insert(s, row):
         return await _duplicate(s, agent.name, relay_key)
     subject, body = _request_text(row, session)
-    ctx = await delivery.deliver(
+    out = permission_out(row, session)
+    await delivery.deliver(
         s,
         session,
         agent.name,
@@ -199,23 +262,17 @@ async def create_request(
         subject=subject,
         body=body,
         type_="permission_request",
+        mail_id=row.mail_id,
+        also=[(principal_key(h, True), EventType.PERMISSION_REQUEST, out) for h in humans],
     )
-    row.mail_id = ctx.mail.id
-    await s.flush()
-    out = permission_out(row, session)
-    await log.append(s, [principal_key(h, True) for h in humans], EventType.PERMISSION_REQUEST, out)
     return Opened(out)
 
 
 async def _insert(s: AsyncSession, row: PermissionRow) -> bool:
     """Insert; False when a concurrent request took the relay key first."""
-    try:
-        async with s.begin_nested():
-            s.add(row)
-            await s.flush()
-    except IntegrityError:
-        return False
-    return True
+    values = {c.key: getattr(row, c.key) for c in _PERMISSIONS.columns}
+    result = await s.execute(_INSERT_PERMISSION[s.get_bind().dialect.name], values)
+    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def _duplicate(s: AsyncSession, agent: str, relay_key: str) -> Duplicate:
@@ -255,19 +312,12 @@ def _validate_shape(
 
 async def _matching_grant(
     s: AsyncSession, session_id: str, tool_name: str, tool_input: JsonObject
-) -> GrantRow | None:
-    grants = (
-        await s.scalars(
-            select(GrantRow).where(
-                GrantRow.session_id == session_id,
-                GrantRow.tool_name == tool_name,
-                GrantRow.revoked_at.is_(None),
-            )
-        )
-    ).all()
-    for g in grants:
-        if grant_matches(GrantRule(g.tool_name, g.pattern), tool_name, tool_input):
-            return g
+) -> str | None:
+    """The id of a standing grant of the session that allows this call, if any."""
+    grants = await s.execute(_GRANTS, {"b_session": session_id, "b_tool": tool_name})
+    for grant_id, grant_tool, pattern in grants:
+        if grant_matches(GrantRule(grant_tool, pattern), tool_name, tool_input):
+            return str(grant_id)
     return None
 
 
@@ -306,6 +356,53 @@ async def own_request(s: AsyncSession, agent: Principal, request_id: str) -> Per
     return row
 
 
+_OTHER = aliased(PermissionRow)
+# The request, its session, whether the human takes part in it, whether a pending
+# request of the session is past its deadline, and the session's deciders (one
+# row each, in deciders()' order; one row with NULL when there are none): one
+# query, built once.
+_DECIDING = (
+    select(
+        PermissionRow,
+        SessionRow,
+        access.takes_part(bindparam("b_name"), SessionRow.id),
+        select(_OTHER.id)
+        .where(
+            _OTHER.session_id == PermissionRow.session_id,
+            _OTHER.status == "pending",
+            _OTHER.expires_at <= bindparam("b_now"),
+        )
+        .exists(),
+        SessionDeciderRow.name,
+    )
+    .join(SessionRow, SessionRow.id == PermissionRow.session_id)
+    .outerjoin(SessionDeciderRow, SessionDeciderRow.session_id == SessionRow.id)
+    .where(PermissionRow.id == bindparam("b_id"))
+    .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
+)
+_SETTLE = (
+    update(_PERMISSIONS)
+    .where(_PERMISSIONS.c.id == bindparam("b_id"), _PERMISSIONS.c.status == "pending")
+    .values(
+        status=bindparam("b_status"),
+        decision=bindparam("b_decision"),
+        note=bindparam("b_note"),
+        answers=bindparam("b_answers"),
+        decided_by=bindparam("b_by"),
+        decided_at=bindparam("b_at"),
+        grant_id=bindparam("b_grant"),
+    )
+)
+_INSERT_GRANT = insert(cast(Table, GrantRow.__table__))
+
+
+def _settled(row: PermissionRow, **values: Any) -> None:
+    """Set what a Core statement just wrote on the loaded row, without making
+    it dirty (no second UPDATE by the ORM's flush)."""
+    for key, value in values.items():
+        set_committed_value(row, key, value)
+
+
 async def decide(
     s: AsyncSession,
     human: Principal,
@@ -318,52 +415,88 @@ async def decide(
     answers: list[str] | None,
 ) -> PermissionOut:
     """A decider of the request's session approves or denies it (once)."""
-    row = await get_request(s, request_id)
-    session = await get_session(s, row.session_id)
-    await access.Reader(human).ensure_decide(s, session, f"permission request '{request_id}'")
-    await expire_due(s, row.session_id)
+    what = f"permission request '{request_id}'"
+    now = utcnow()
+    found = (
+        await s.execute(_DECIDING, {"b_id": request_id, "b_name": human.name, "b_now": now})
+    ).all()
+    if not found:
+        raise not_found(what)
+    row, session, member, due = found[0][0], found[0][1], bool(found[0][2]), bool(found[0][3])
+    deciders = [name for *_, name in found if name is not None]
+    access.Reader(human).ensure_decide_known(session, member, deciders, what)
+    if due:  # expire what is past its deadline first (this request too, maybe)
+        await expire_due(s, row.session_id)
     if row.status != "pending":
         raise conflict(f"request already {row.status}", reason="already_decided")
+    checked: list[str] | None = None
     if decision == "approve":
-        row.answers = _check_answers(row, answers)
+        checked = _check_answers(row, answers)
     elif answers is not None:
         raise invalid_value("answers", "a refusal carries no answers")
     if always and (row.kind != "approval" or decision != "approve"):
         raise invalid_value("always", "'always' applies to approving a tool request")
     if grant_pattern is not None and not always:
         raise invalid_value("grant_pattern", "grant_pattern goes with always=true")
-    now = utcnow()
+    grant_id = None
+    if always:
+        # Before the request's UPDATE, which then names it; a request decided
+        # meanwhile fails that UPDATE and the whole transaction, grant included.
+        grant_id = new_id()
+        await s.execute(
+            _INSERT_GRANT,
+            {
+                "id": grant_id,
+                "session_id": row.session_id,
+                "tool_name": str(row.tool_name),
+                "pattern": grant_pattern,
+                "created_by": human.name,
+                "request_id": row.id,
+                "created_at": now,
+                "revoked_at": None,
+            },
+        )
+    status = "approved" if decision == "approve" else "denied"
     result = await s.execute(
-        update(PermissionRow)
-        .where(PermissionRow.id == row.id, PermissionRow.status == "pending")
-        .values(status="approved" if decision == "approve" else "denied")
-        .execution_options(synchronize_session=False)
+        _SETTLE,
+        {
+            "b_id": row.id,
+            "b_status": status,
+            "b_decision": decision,
+            "b_note": note,
+            "b_answers": checked,
+            "b_by": human.name,
+            "b_at": now,
+            "b_grant": grant_id,
+        },
     )
     if not result.rowcount:  # type: ignore[attr-defined]
         raise conflict("request already decided", reason="already_decided")
-    row.status = "approved" if decision == "approve" else "denied"
-    row.decision, row.note, row.decided_by, row.decided_at = decision, note, human.name, now
-    if always:
-        grant = GrantRow(
-            session_id=row.session_id,
-            tool_name=str(row.tool_name),
-            pattern=grant_pattern,
-            created_by=human.name,
-            request_id=row.id,
-        )
-        s.add(grant)
-        await s.flush()
-        row.grant_id = grant.id
-    await s.flush()
-    await _announce(s, session, row, human.name, True)
+    _settled(
+        row,
+        status=status,
+        decision=decision,
+        note=note,
+        answers=checked,
+        decided_by=human.name,
+        decided_at=now,
+        grant_id=grant_id,
+    )
+    await _announce(s, session, row, human.name, True, deciders)
     return permission_out(row, session)
 
 
 async def _announce(
-    s: AsyncSession, session: SessionRow, row: PermissionRow, sender: str, sender_human: bool
+    s: AsyncSession,
+    session: SessionRow,
+    row: PermissionRow,
+    sender: str,
+    sender_human: bool,
+    deciders: list[str] | None = None,
 ) -> None:
     """The decision event to all of the agent's streams (and the humans' UIs), and a
-    receipt mail in the thread — a receipt, never a new task."""
+    receipt mail in the thread — a receipt, never a new task. `deciders`: the
+    session's, if the caller has them already."""
     word = {"approved": "Approved", "denied": "Denied"}.get(row.status, row.status.capitalize())
     what = row.tool_name if row.kind == "approval" else "question"
     body = f"{word}: {what} (request {row.id})."
@@ -371,6 +504,9 @@ async def _announce(
         body += "\nAnswer: " + ", ".join(row.answers)
     if row.note:
         body += f"\nNote from {row.decided_by}: {row.note}"
+    humans = await access.deciders(s, session.id) if deciders is None else deciders
+    targets = [principal_key(row.agent_name, False), *(principal_key(h, True) for h in humans)]
+    event = decision_event(row)
     await delivery.deliver(
         s,
         session,
@@ -381,10 +517,8 @@ async def _announce(
         body=body,
         type_="permission_decision",
         parent_mail_id=row.mail_id,
+        also=[(target, EventType.PERMISSION_DECISION, event) for target in targets],
     )
-    humans = await access.deciders(s, session.id)
-    targets = [principal_key(row.agent_name, False), *(principal_key(h, True) for h in humans)]
-    await log.append(s, targets, EventType.PERMISSION_DECISION, decision_event(row))
 
 
 async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: str) -> int:
@@ -399,7 +533,7 @@ async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: st
         )
         if not result.rowcount:  # type: ignore[attr-defined]
             continue  # decided meanwhile (another replica or a human)
-        row.status, row.decision, row.decided_by, row.decided_at = status, status, by, now
+        _settled(row, status=status, decision=status, decided_by=by, decided_at=now)
         session = await get_session(s, row.session_id)
         await _announce(s, session, row, "system", False)
         closed += 1

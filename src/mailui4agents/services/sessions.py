@@ -240,10 +240,10 @@ async def resolve_target(
     to: list[Address],
     cc: list[Address],
     subject: str,
-    parent: MailRow | None,
+    parent_session: SessionRow | None,
     permission_mode: str | None,
 ) -> tuple[SessionRow, bool, str]:
-    """Find or create the session a mail goes to.
+    """Find or create the session a mail goes to (a reply's: `parent_session`).
 
     Returns (session, created, subject): the subject defaults to the platform
     session's title when the mail adopts one and has none of its own."""
@@ -251,8 +251,8 @@ async def resolve_target(
     created = False
     target_subject = subject
     adopted_slug: str | None = None
-    if parent is not None:
-        session = await get_session(s, parent.session_id)
+    if parent_session is not None:
+        session = parent_session
     else:
         primary = next((a for f, a in explicit if f == "to"), None)
         if primary is not None and primary.session == NEW_SESSION:
