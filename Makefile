@@ -11,6 +11,7 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m compileall -q src  # an editable install has no bytecode of its own
 	touch $(STAMP)
 
 run: $(STAMP)

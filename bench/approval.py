@@ -31,7 +31,8 @@ from typing import Any
 
 import httpx
 
-from calibrate import calibrate, load, machine  # bench/: the script's folder is on sys.path
+# bench/: the script's folder is on sys.path
+from calibrate import bytecode, calibrate, load, machine
 from mailui4agents.client.sse import SSEParser
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 from stats import pct, summary
@@ -139,6 +140,7 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--floor-runs", type=int, default=50)
     args = ap.parse_args()
+    bytecode()
     print(machine(), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:

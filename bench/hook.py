@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from calibrate import load, machine, python_pass, spawn, sqlite_commit_rate
+from calibrate import bytecode, load, machine, python_pass, spawn, sqlite_commit_rate
 from stats import pct, summary
 
 READ = {
@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--agentmail", default=str(Path(sys.executable).with_name("agentmail")))
     args = ap.parse_args()
+    bytecode()
     print(machine(), flush=True)
     stdin = json.dumps(READ).encode()
     rate = sqlite_commit_rate()
