@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mailui4agents.api.deps import Agent, GatewayDep
-from mailui4agents.api.pages import page
+from mailui4agents.api.pages import json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import error_from_validation
@@ -116,7 +116,7 @@ async def inbox(
     limit: Limit = 50,
     cursor: str | None = None,
     body_limit: Annotated[int | None, Query(ge=0)] = None,
-) -> Page[InboxItem]:
+) -> Response:
     """Bodies are previews (`inbox_preview_chars`, `body_truncated: true`) unless
     `body_limit` says how much to keep (0 = whole bodies); read one mail for all of it."""
     async with gw.write() as s:
@@ -131,7 +131,7 @@ async def inbox(
             mark=mark_read,
             body_limit=gw.settings.inbox_preview_chars if body_limit is None else body_limit,
         )
-    return page(items, nxt)
+    return json_page(items, nxt)
 
 
 @router.post("/inbox/read", response_model=Marked)
@@ -169,8 +169,8 @@ async def thread(
     session_id: str | None = None,
     limit: Limit = 50,
     cursor: str | None = None,
-) -> Page[InboxItem]:
+) -> Response:
     async with gw.write() as s:
         reader = await access.reader(s, who, session_id)
         items, nxt = await mail.thread(s, reader, mail_id, limit=limit, cursor=cursor)
-    return page(items, nxt)
+    return json_page(items, nxt)

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import GatewayDep, Human
-from mailui4agents.api.pages import page
+from mailui4agents.api.pages import json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import Limit, MailCreate
 from mailui4agents.services import access, content, mail
@@ -56,7 +56,7 @@ async def mailbox(
     limit: Limit = 50,
     cursor: str | None = None,
     body_limit: Annotated[int | None, Query(ge=0)] = None,
-) -> Page[InboxItem]:
+) -> Response:
     """Bodies are previews (`inbox_preview_chars`) unless `body_limit` says how
     much to keep (0 = whole bodies)."""
     async with gw.write() as s:
@@ -72,7 +72,7 @@ async def mailbox(
             q=q,
             body_limit=gw.settings.inbox_preview_chars if body_limit is None else body_limit,
         )
-    return page(items, nxt)
+    return json_page(items, nxt)
 
 
 @router.get("/mail/{mail_id}", response_model=MailOut, response_model_exclude_unset=True)
@@ -86,7 +86,7 @@ async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> MailOut:
 )
 async def thread(
     mail_id: str, who: Human, gw: GatewayDep, limit: Limit = 50, cursor: str | None = None
-) -> Page[InboxItem]:
+) -> Response:
     async with gw.write() as s:
         items, nxt = await mail.thread(s, access.Reader(who), mail_id, limit=limit, cursor=cursor)
-    return page(items, nxt)
+    return json_page(items, nxt)

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import pydantic_core
+from fastapi import Response
 from pydantic import BaseModel
 
-from mailui4agents.wire.models import Page
+from mailui4agents.wire.models import JsonObject, Page
 
 M = TypeVar("M", bound=BaseModel)
 
+# Held here: pydantic keeps a parametrised generic only while it is referenced,
+# and rebuilt `Page[M]` (its whole schema: defer_build) on every page otherwise.
+_PAGE: type[Page[Any]] = Page[M]  # type: ignore[valid-type]
+
 
 def page(items: Sequence[M], next_cursor: str | None) -> Page[M]:
-    return Page[M](items=list(items), next_cursor=next_cursor)
+    return _PAGE(items=list(items), next_cursor=next_cursor)
+
+
+def json_page(items: list[JsonObject], next_cursor: str | None) -> Response:
+    """A page whose items are JSON objects already (services/views.page_items):
+    the bytes the route's `response_model` would send, without building and
+    validating the models twice (FastAPI sends a returned Response as it is)."""
+    body = pydantic_core.to_json({"items": items, "next_cursor": next_cursor})
+    return Response(content=body, media_type="application/json")

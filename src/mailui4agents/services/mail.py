@@ -6,11 +6,33 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import (
+    Boolean,
+    Integer,
+    Select,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal_column,
+    null,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import MailRow, ReadLogRow, RecipientRow, SessionRow
+from mailui4agents.db.tables import (
+    AttachmentRow,
+    MailAttachmentRow,
+    MailRow,
+    ReadLogRow,
+    RecipientRow,
+    SessionRow,
+)
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import Address, AddressError, parse_address
 from mailui4agents.domain.errors import Missing, invalid_value, not_found
@@ -19,9 +41,15 @@ from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.events import log
 from mailui4agents.services import access, attachments, delivery, identity, limits, sessions
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.views import MailContext, mail_out
+from mailui4agents.services.views import (
+    PAGE_MAIL_COLUMNS,
+    MailContext,
+    mail_out,
+    page_items,
+    page_people,
+)
 from mailui4agents.settings import Settings
-from mailui4agents.wire.models import InboxItem
+from mailui4agents.wire.models import InboxItem, JsonObject
 
 _ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/])")
 
@@ -253,6 +281,178 @@ def parse_cursor(value: str | None) -> int | None:
     return after
 
 
+# -- pages: inbox, mailbox, thread (services/views.page_items builds them) -----------
+#
+# A page is three statements on the writer whatever its length: the mails with
+# their sessions (Core columns, no ORM objects), their recipients and
+# attachments (one UNION ALL), the read log (one executemany); a thread adds
+# the anchor's look-up with the read rule in it. The statements are built once
+# per shape (below) and only their parameters change.
+
+
+def _mail_columns(preview: bool) -> list[Any]:
+    body: Any = MailRow.body
+    if preview:  # enough to tell a longer body: a preview never carries a 1 MB body
+        body = func.substr(MailRow.body, 1, bindparam("body_chars", type_=Integer))
+    cols = {
+        "seq": MailRow.seq,
+        "id": MailRow.id,
+        "session_id": MailRow.session_id,
+        "from_name": MailRow.from_name,
+        "from_human": MailRow.from_human,
+        "subject": MailRow.subject,
+        "body": body.label("body"),
+        "parent_mail_id": MailRow.parent_mail_id,
+        "type": MailRow.type,
+        "relay": MailRow.relay,
+        "created_at": MailRow.created_at,
+        "alias": SessionRow.alias,
+        "workspace": SessionRow.workspace,
+        "permission_mode": SessionRow.permission_mode,
+        "permission_enforcement": SessionRow.permission_enforcement,
+        "platform_id": SessionRow.platform_id,
+    }
+    assert tuple(cols) == PAGE_MAIL_COLUMNS
+    return list(cols.values())
+
+
+def _like(text: str) -> str:
+    """`contains(text, autoescape=True)` as a bound pattern (escape '/')."""
+    escaped = text.replace("/", "//").replace("%", "/%").replace("_", "/_")
+    return f"%{escaped}%"
+
+
+@cache
+def _inbox_stmt(
+    unread: bool, in_session: bool, query: bool, after: bool, newest_first: bool, preview: bool
+) -> Select[Any]:
+    # Keyset pagination on the recipient row's mail_seq (equal to mails.seq): its
+    # index gives the page in order; ordering by mails.seq made SQLite sort every
+    # mail of the reader for each page (EXPLAIN QUERY PLAN in bench/scale.py).
+    order = RecipientRow.mail_seq
+    stmt = (
+        select(*_mail_columns(preview))
+        .select_from(RecipientRow)
+        .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
+        .join(SessionRow, SessionRow.id == MailRow.session_id)
+        .where(RecipientRow.name == bindparam("reader"))
+    )
+    if unread:
+        stmt = stmt.where(RecipientRow.read_at.is_(None))
+    if in_session:
+        stmt = stmt.where(MailRow.session_id == bindparam("session_id"))
+    if query:
+        pattern: Any = bindparam("pattern")
+        stmt = stmt.where(
+            MailRow.subject.like(pattern, escape="/") | MailRow.body.like(pattern, escape="/")
+        )
+    if after:
+        cursor = bindparam("after", type_=Integer)
+        stmt = stmt.where(order < cursor if newest_first else order > cursor)
+    order_by = order.desc() if newest_first else order
+    return stmt.order_by(order_by).limit(bindparam("limit", type_=Integer))
+
+
+@cache
+def _thread_stmt(after: bool) -> Select[Any]:
+    stmt = (
+        select(*_mail_columns(False))
+        .join(SessionRow, SessionRow.id == MailRow.session_id)
+        .where(MailRow.session_id == bindparam("session_id"))
+    )
+    if after:
+        stmt = stmt.where(MailRow.seq > bindparam("after", type_=Integer))
+    return stmt.order_by(MailRow.seq).limit(bindparam("limit", type_=Integer))
+
+
+@cache
+def _people_stmt() -> Any:
+    """Recipients and attachments of a page's mails in one statement (see
+    views.page_people for the columns)."""
+    seqs: Any = bindparam("seqs", expanding=True)
+    recipients = select(
+        RecipientRow.mail_seq.label("seq"),
+        literal_column("0", Integer).label("kind"),
+        RecipientRow.position.label("position"),
+        RecipientRow.name.label("name"),
+        RecipientRow.role.label("role"),
+        RecipientRow.read_at.is_not(None).label("read"),
+        RecipientRow.id.label("number"),
+        cast(null(), AttachmentRow.id.type).label("attachment_id"),
+        cast(null(), AttachmentRow.sha256.type).label("sha256"),
+    ).where(RecipientRow.mail_seq.in_(seqs))
+    files = (
+        select(
+            MailAttachmentRow.mail_seq,
+            literal_column("1", Integer),
+            MailAttachmentRow.position,
+            AttachmentRow.name,
+            AttachmentRow.content_type,
+            cast(null(), Boolean),
+            AttachmentRow.size,
+            AttachmentRow.id,
+            AttachmentRow.sha256,
+        )
+        .join(AttachmentRow, AttachmentRow.id == MailAttachmentRow.attachment_id)
+        .where(MailAttachmentRow.mail_seq.in_(seqs))
+    )
+    columns = ("seq", "kind", "position")
+    return union_all(recipients, files).order_by(*(literal_column(c) for c in columns))
+
+
+_READ_LOG = insert(ReadLogRow.__table__)  # type: ignore[arg-type]
+_MARK_READ = (
+    update(RecipientRow.__table__)  # type: ignore[arg-type]
+    .where(RecipientRow.__table__.c.id.in_(bindparam("ids", expanding=True)))
+    .values(read_at=bindparam("now"))
+)
+
+
+async def _page(
+    s: AsyncSession,
+    reader: Principal,
+    stmt: Select[Any],
+    params: dict[str, Any],
+    limit: int,
+    *,
+    scope_session_id: str | None,
+    action: str,
+    body_limit: int | None,
+    mark: bool = False,
+) -> tuple[list[JsonObject], str | None]:
+    """Run a page's statement (`limit` + 1 rows asked: is there more?), then its
+    people, its read log and, with `mark`, its read state; the JSON items."""
+    rows = (await s.execute(stmt, {**params, "limit": limit + 1})).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if not rows:
+        return [], None
+    seqs = [r[0] for r in rows]
+    people = page_people(await s.execute(_people_stmt(), {"seqs": seqs}), seqs)
+    now = utcnow()
+    await s.execute(
+        _READ_LOG,
+        [
+            {
+                "reader": reader.name,
+                "reader_kind": reader.kind,
+                "mail_id": r[1],
+                "session_id": r[2],
+                "scope_session_id": scope_session_id,
+                "action": action,
+                "at": now,
+            }
+            for r in rows
+        ],
+    )
+    items = page_items(rows, people, reader.name, body_limit)  # read state as listed
+    if mark:
+        ids = [rid for p in people.values() if (rid := p.unread.get(reader.name)) is not None]
+        if ids:
+            await s.execute(_MARK_READ, {"ids": ids, "now": now})
+    return items, (str(seqs[-1]) if more else None)
+
+
 async def inbox(
     s: AsyncSession,
     reader: Principal,
@@ -265,38 +465,27 @@ async def inbox(
     mark: bool,
     q: str | None = None,
     body_limit: int | None = None,
-) -> tuple[list[InboxItem], str | None]:
-    """Mail addressed to `reader`. With `mark`, exactly the listed rows become read."""
-    stmt = (
-        select(MailRow)
-        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
-        .where(RecipientRow.name == reader.name)
-    )
-    if status == "unread":
-        stmt = stmt.where(RecipientRow.read_at.is_(None))
-    if session_id is not None:
-        stmt = stmt.where(MailRow.session_id == session_id)
-    if q:
-        stmt = stmt.where(
-            MailRow.subject.contains(q, autoescape=True) | MailRow.body.contains(q, autoescape=True)
-        )
+) -> tuple[list[JsonObject], str | None]:
+    """Mail addressed to `reader`, as JSON objects (the InboxItem shape). With
+    `mark`, exactly the listed rows become read."""
     after = parse_cursor(cursor)
-    # Keyset pagination on the recipient row's mail_seq (equal to mails.seq): its
-    # index gives the page in order; ordering by mails.seq made SQLite sort every
-    # mail of the reader for each page (EXPLAIN QUERY PLAN in bench/scale.py).
-    order = RecipientRow.mail_seq
+    params: dict[str, Any] = {"reader": reader.name}
+    if session_id is not None:
+        params["session_id"] = session_id
+    if q:
+        params["pattern"] = _like(q)
     if after is not None:
-        stmt = stmt.where(order < after if newest_first else order > after)
-    stmt = stmt.order_by(order.desc() if newest_first else order)
-    mails = list((await s.scalars(stmt.limit(limit + 1))).all())
-    more = len(mails) > limit
-    mails = mails[:limit]
-    ctxs = await contexts(s, mails)
-    await record_reads(s, reader, ctxs, session_id, "inbox")
-    items = [mail_out(c, reader.name, body_limit) for c in ctxs]  # read state as listed
-    if mark:
-        await mark_read(s, reader.name, ctxs)
-    return items, (str(mails[-1].seq) if more else None)
+        params["after"] = after
+    if body_limit:
+        params["body_chars"] = body_limit + 1
+    stmt = _inbox_stmt(
+        status == "unread", session_id is not None, bool(q), after is not None,
+        newest_first, bool(body_limit),
+    )  # fmt: skip
+    return await _page(
+        s, reader, stmt, params, limit,
+        scope_session_id=session_id, action="inbox", body_limit=body_limit, mark=mark,
+    )  # fmt: skip
 
 
 async def readable(s: AsyncSession, reader: access.Reader, mail_id: str) -> MailContext:
@@ -339,16 +528,22 @@ async def mark_read_request(
 
 async def thread(
     s: AsyncSession, reader: access.Reader, mail_id: str, *, limit: int, cursor: str | None
-) -> tuple[list[InboxItem], str | None]:
+) -> tuple[list[JsonObject], str | None]:
     """Every mail of that mail's session, oldest first (a session is a thread)."""
     access.require_scope(reader, "reading a thread")
-    anchor = await readable(s, reader, mail_id)
-    return await _session_mails(s, reader, anchor.session.id, limit=limit, cursor=cursor)
+    # The anchor and the read rule in one statement (access.Reader.may_read, the
+    # SQL form of can_read): NotFound, as if it did not exist, when unreadable.
+    session_id = await s.scalar(
+        select(MailRow.session_id).where(MailRow.id == mail_id, reader.may_read(MailRow.session_id))
+    )
+    if session_id is None:
+        raise not_found(f"mail '{mail_id}'")
+    return await _session_mails(s, reader, session_id, limit=limit, cursor=cursor)
 
 
 async def session_thread(
     s: AsyncSession, reader: access.Reader, session_id: str, *, limit: int, cursor: str | None
-) -> tuple[list[InboxItem], str | None]:
+) -> tuple[list[JsonObject], str | None]:
     """The same thread, named by its session (the web UI's `/sessions/{id}`);
     a session `reader` may not read is 404."""
     access.require_scope(reader, "reading a thread")
@@ -361,14 +556,12 @@ async def session_thread(
 
 async def _session_mails(
     s: AsyncSession, reader: access.Reader, session_id: str, *, limit: int, cursor: str | None
-) -> tuple[list[InboxItem], str | None]:
-    stmt = select(MailRow).where(MailRow.session_id == session_id)
+) -> tuple[list[JsonObject], str | None]:
     after = parse_cursor(cursor)
+    params: dict[str, Any] = {"session_id": session_id}
     if after is not None:
-        stmt = stmt.where(MailRow.seq > after)
-    mails = list((await s.scalars(stmt.order_by(MailRow.seq).limit(limit + 1))).all())
-    more = len(mails) > limit
-    mails = mails[:limit]
-    ctxs = await contexts(s, mails)
-    await record_reads(s, reader.principal, ctxs, reader.scope_id, "thread")
-    return [mail_out(c, reader.name) for c in ctxs], (str(mails[-1].seq) if more else None)
+        params["after"] = after
+    return await _page(
+        s, reader.principal, _thread_stmt(after is not None), params, limit,
+        scope_session_id=reader.scope_id, action="thread", body_limit=None,
+    )  # fmt: skip

@@ -14,11 +14,20 @@ the model as JSON (`wire.models.to_json`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
 from mailui4agents.domain.addresses import format_parts
-from mailui4agents.wire.models import AttachmentRef, InboxItem, NewMailEvent, SessionOut
+from mailui4agents.wire.models import (
+    AttachmentRef,
+    InboxItem,
+    JsonObject,
+    NewMailEvent,
+    SessionOut,
+    rfc3339,
+)
 
 NEW_MAIL_FIELDS = (
     "mail_id",
@@ -135,6 +144,161 @@ def mail_out(ctx: MailContext, reader: str, body_limit: int | None = None) -> In
             "read": True if rec is None else rec.read_at is not None,
         }
     )
+
+
+# -- pages of mail (inbox, mailbox, thread) ------------------------------------------
+#
+# A page of 50 built as above cost more than its SQL: ORM rows, 50 InboxItem
+# validations, then FastAPI validating the whole page again before encoding it
+# (bench/server.py). A page is built here from plain rows straight into the
+# JSON objects `mail_out` + `to_json` give, key for key and in the same order
+# (tests/api/test_listing_bytes.py compares the bytes), and sent as they are.
+
+PAGE_MAIL_COLUMNS = (
+    "seq",
+    "id",
+    "session_id",
+    "from_name",
+    "from_human",
+    "subject",
+    "body",
+    "parent_mail_id",
+    "type",
+    "relay",
+    "created_at",
+    "alias",
+    "workspace",
+    "permission_mode",
+    "permission_enforcement",
+    "platform_id",
+)
+"""The columns of a page's mail rows, in order (services/mail.py selects them)."""
+
+
+@dataclass(slots=True)
+class People:
+    """One mail's recipients (names by role, in order), the names whose copy is
+    read, and its attachments as the wire lists them."""
+
+    to: list[str] = field(default_factory=list)
+    cc: list[str] = field(default_factory=list)
+    read: set[str] = field(default_factory=set)
+    unread: dict[str, int] = field(default_factory=dict)  # name -> recipient row id
+    attachments: list[JsonObject] = field(default_factory=list)
+
+    def is_recipient(self, name: str) -> bool:
+        return name in self.read or name in self.unread
+
+
+def page_people(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> dict[int, People]:
+    """Group the rows of services/mail.py's people query by mail: (seq, kind,
+    position, name, role or content type, read, recipient id or size, attachment
+    id, sha256), ordered by seq, kind, position; kind 0 a recipient, 1 an attachment."""
+    out = {seq: People() for seq in seqs}
+    for seq, kind, _pos, name, role, read, number, att_id, sha256 in rows:
+        p = out[seq]
+        if kind == 0:
+            (p.to if role == "to" else p.cc).append(name)
+            if read:
+                p.read.add(name)
+            else:
+                p.unread[name] = number
+        else:
+            p.attachments.append(
+                {
+                    "attachment_id": att_id,
+                    "name": name,
+                    "size": number,
+                    "content_type": role,
+                    "sha256": sha256,
+                }
+            )
+    return out
+
+
+class _Addresses:
+    """`session_address` of one session, each name formatted once per page."""
+
+    __slots__ = ("alias", "found", "workspace")
+
+    def __init__(self, workspace: str, alias: str | None) -> None:
+        self.workspace, self.alias = workspace, alias
+        self.found: dict[str, str] = {}
+
+    def of(self, name: str) -> str:
+        found = self.found.get(name)
+        if found is None:
+            found = self.found[name] = format_parts(name, self.workspace, self.alias)
+        return found
+
+
+def page_items(
+    rows: Sequence[Sequence[Any]],
+    people: dict[int, People],
+    reader: str,
+    body_limit: int | None = None,
+) -> list[JsonObject]:
+    """The JSON objects of a page, each what `to_json(mail_out(ctx, reader,
+    body_limit))` gives for that mail. `rows`: PAGE_MAIL_COLUMNS; a body may come
+    cut to body_limit + 1 characters already (enough to tell it was longer)."""
+    books: dict[str, _Addresses] = {}  # per session
+    items = []
+    for (
+        seq,
+        mail_id,
+        session_id,
+        sender,
+        from_human,
+        subject,
+        body,
+        parent,
+        type_,
+        relay,
+        created_at,
+        alias,
+        workspace,
+        mode,
+        enforcement,
+        platform_id,
+    ) in rows:
+        book = books.get(session_id)
+        if book is None:
+            book = books[session_id] = _Addresses(workspace, alias)
+        address = book.of
+        p = people[seq]
+        # The sender's own copy: replying goes to whoever it was sent to.
+        reply_to = (p.to[0] if p.to else sender) if reader == sender else sender
+        truncated = bool(body_limit) and len(body) > body_limit  # type: ignore[operator]
+        items.append(
+            {
+                "id": mail_id,
+                "session_id": session_id,
+                "session_alias": alias,
+                "workspace": workspace,
+                "type": type_,
+                "from": address(sender),
+                "from_human": bool(from_human),
+                "to": [address(n) for n in p.to],
+                "cc": [address(n) for n in p.cc],
+                "subject": subject,
+                "body": body[:body_limit] if truncated else body,
+                "body_truncated": truncated,
+                "parent_mail_id": parent,
+                "attachments": p.attachments,
+                "relay": bool(relay),
+                "created_at": rfc3339(created_at),
+                "read": reader not in p.unread,
+                "reply_address": address(reply_to),
+                "self_address": address(reader),
+                "mail_id": mail_id,
+                "in_reply_to": parent,
+                "permission_mode": mode,
+                "permission_enforcement": enforcement,
+                "platform_session_id": platform_id,
+                "from_name": sender,
+            }
+        )
+    return items
 
 
 def attachment_out(att: AttachmentRow) -> AttachmentRef:

@@ -108,7 +108,7 @@ async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[dic
             mark=False,
             body_limit=gw.settings.inbox_preview_chars,
         )
-    return [to_json(i) for i in items]
+    return items  # JSON objects already (services/views.page_items)
 
 
 async def pending(
@@ -138,7 +138,7 @@ async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str,
             s, access.Reader(who), session_id, limit=MAX_THREAD, cursor=None
         )
         await mail.mark_read_request(s, who, session_id, None)
-    return [to_json(i) for i in items]
+    return items
 
 
 async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,179 @@
+"""Pages of mail (mailbox, agent inbox, thread) are built from plain rows into
+JSON and sent as they are (services/views.page_items, api/pages.json_page). This
+checks them byte for byte against what the model path gives for the same mails:
+`mail_out` on ORM rows, the page validated through the route's response model
+and encoded by FastAPI's encoder (TypeAdapter.dump_json, by alias, unset left
+out) — the answer these routes gave before. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel, TypeAdapter
+from sqlalchemy import select
+
+from mailui4agents.db.tables import MailRow
+from mailui4agents.services import mail
+from mailui4agents.services.views import mail_out
+from mailui4agents.settings import Settings
+from mailui4agents.state import Gateway
+from mailui4agents.wire.models import InboxItem, MailOut, Page
+from tests.conftest import ADMIN_PASSWORD, Api, started_app
+
+pytestmark = pytest.mark.anyio
+
+# Text a JSON encoder must escape or keep: quotes, backslashes, control
+# characters, non-ASCII in and beyond the BMP, a line separator, markup.
+ODD = 'quote " back \\ tab \t nl \n cr \r bell \x07 del \x7f é ß 日本 🙂 \u2028 </script>'
+
+
+@dataclass
+class World:
+    api: Api
+    gw: Gateway
+    parent: str  # the first mail: its thread holds every mail sent below
+    session: str
+
+
+@pytest.fixture
+async def world(settings: Settings) -> AsyncIterator[World]:
+    async with started_app(settings) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+            api = Api(http)
+            await api.login("admin", ADMIN_PASSWORD)
+            yield await _build(api, app.state.gateway)
+
+
+async def _upload(api: Api, who: str, name: str, content: bytes) -> str:
+    r = await api.http.post(
+        "/api/v1/attachments",
+        files={"file": (name, content, "text/plain")},
+        headers=api.auth(who),
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["attachment_id"])
+
+
+async def _build(api: Api, gw: Gateway) -> World:
+    await api.user("ana")
+    await api.user("bob")
+    await api.agent("claude")
+    files = [await _upload(api, "ana", f"f{i}-{ODD[:6]}.txt", b"x" * (i + 1)) for i in range(2)]
+    first = await api.send(
+        "ana", ["claude@/srv/shop.new"], cc=["bob@/srv/shop.new"],
+        subject=f"first {ODD}", body=f"body {ODD} " + "é" * 30, attachment_ids=files,
+    )  # fmt: skip
+    assert first.status_code == 201, first.text
+    parent, session = first.json()["id"], first.json()["session_id"]
+    for i in range(4):
+        r = await api.send(
+            "claude", ["ana@/srv/shop", "bob@/srv/shop"], subject=f"re {i} {ODD}",
+            body="🙂" * (10 + i), parent_mail_id=parent,
+        )  # fmt: skip
+        assert r.status_code == 201, r.text
+        # ana to herself and claude: the sender's own copy in her mailbox.
+        r = await api.send(
+            "ana", ["ana@/srv/shop", "claude@/srv/shop"], subject=f"note {i}",
+            body=ODD * (i + 1), parent_mail_id=parent,
+        )  # fmt: skip
+        assert r.status_code == 201, r.text
+    # One read mail in ana's mailbox, the rest unread.
+    got = await api.http.get(f"/api/v1/mail/{r.json()['id']}", headers=api.auth("ana"))
+    assert got.status_code == 200, got.text
+    return World(api, gw, parent, session)
+
+
+async def _model_bytes(
+    w: World,
+    reader: str,
+    answer: dict[str, Any],
+    item: type[BaseModel],
+    body_limit: int | None,
+) -> bytes:
+    """The model path's bytes for the mails `answer` lists, in its order."""
+    ids = [i["id"] for i in answer["items"]]
+    async with w.gw.read() as s:
+        rows = {m.id: m for m in await s.scalars(select(MailRow).where(MailRow.id.in_(ids)))}
+        ctxs = await mail.contexts(s, [rows[i] for i in ids])
+    page_type: Any = Page[item]  # type: ignore[valid-type]
+    out = page_type(
+        items=[mail_out(c, reader, body_limit) for c in ctxs],
+        next_cursor=answer["next_cursor"],
+    )
+    adapter = TypeAdapter(page_type)
+    return adapter.dump_json(
+        adapter.validate_python(out), by_alias=True, exclude_unset=True
+    )
+
+
+async def _same(
+    w: World,
+    path: str,
+    who: str,
+    params: dict[str, Any],
+    item: type[BaseModel],
+    body_limit: int | None,
+) -> dict[str, Any]:
+    r = await w.api.http.get(path, params=params, headers=w.api.auth(who))
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    answer: dict[str, Any] = r.json()
+    assert answer["items"], "an empty page proves nothing"
+    assert r.content == await _model_bytes(w, who, answer, item, body_limit)
+    return answer
+
+
+PREVIEW = 4000  # Settings.inbox_preview_chars' default: what a page carries unasked
+
+
+@pytest.mark.parametrize(
+    ("params", "body_limit"),
+    [
+        ({}, PREVIEW),
+        ({"body_limit": 0}, None),
+        ({"body_limit": 7, "limit": 3}, 7),  # cut bodies, a next page
+        ({"status": "unread", "body_limit": 40}, 40),
+        ({"q": "note", "body_limit": 0}, None),
+    ],
+)
+async def test_a_mailbox_page_is_byte_for_byte_the_model_answer(
+    world: World, params: dict[str, Any], body_limit: int | None
+) -> None:
+    answer = await _same(world, "/api/v1/mailbox", "ana", params, InboxItem, body_limit)
+    if params.get("limit") == 3:
+        assert answer["next_cursor"] is not None
+        after = {**params, "cursor": answer["next_cursor"]}
+        await _same(world, "/api/v1/mailbox", "ana", after, InboxItem, body_limit)
+    if "q" in params:
+        assert all(i["subject"].startswith("note") for i in answer["items"])
+
+
+@pytest.mark.parametrize(
+    ("params", "body_limit"),
+    [({"status": "all"}, PREVIEW), ({"status": "all", "body_limit": 12}, 12)],
+)
+async def test_an_agent_inbox_page_is_byte_for_byte_the_model_answer(
+    world: World, params: dict[str, Any], body_limit: int | None
+) -> None:
+    answer = await _same(world, "/api/v1/agent/inbox", "claude", params, InboxItem, body_limit)
+    assert any(i["attachments"] for i in answer["items"])
+
+
+@pytest.mark.parametrize("who", ["ana", "bob", "claude"])
+async def test_a_thread_page_is_byte_for_byte_the_model_answer(world: World, who: str) -> None:
+    human = world.api.tokens[who].startswith("am_user_")
+    path = f"/api/v1{'' if human else '/agent'}/mail/{world.parent}/thread"
+    params: dict[str, Any] = {} if human else {"session_id": world.session}
+    answer = await _same(world, path, who, params, MailOut, None)
+    assert len(answer["items"]) == 9
+    # Cut into pages, each one is the model answer too.
+    page = await _same(world, path, who, {**params, "limit": 4}, MailOut, None)
+    page = await _same(
+        world, path, who, {**params, "limit": 4, "cursor": page["next_cursor"]}, MailOut, None
+    )
+    assert page["next_cursor"] is not None
