@@ -106,9 +106,7 @@ async def _model_bytes(
         next_cursor=answer["next_cursor"],
     )
     adapter = TypeAdapter(page_type)
-    return adapter.dump_json(
-        adapter.validate_python(out), by_alias=True, exclude_unset=True
-    )
+    return adapter.dump_json(adapter.validate_python(out), by_alias=True, exclude_unset=True)
 
 
 async def _same(

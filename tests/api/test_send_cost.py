@@ -310,3 +310,73 @@ async def test_a_request_a_grant_allows_reads_the_grants_and_delivers_nothing(
     )  # fmt: skip
     assert r.status_code == 201 and r.json()["status"] == "approved", r.text
     _check(_copy(served.statements), ["SELECT", "SELECT", "INSERT", "INSERT"])
+
+
+async def _listing_counts(
+    served: Served, path: str, token: str, params: dict[str, Any]
+) -> tuple[list[str], list[str]]:
+    served.statements.clear()
+    r = await served.api.http.get(path, params=params, headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200, r.text
+    assert r.json()["items"], r.text
+    return list(served.statements.writer), list(served.statements.reader)
+
+
+# A page of mail on the writer (services/mail._page): its mails with their
+# sessions, their recipients and attachments (one UNION ALL), the read log (one
+# executemany); a thread first looks its anchor up with the read rule in it,
+# an inbox that marks read adds the one UPDATE. On main at 28ad0d2 a page was 4
+# SELECTs + the INSERT (mails, sessions, recipients, attachments, ORM objects);
+# a thread 10 (the anchor with its three look-ups and the membership test
+# before the page's five); marking read 6 + one UPDATE per marked row (the ORM
+# flushed the read_at it had set on each loaded recipient again).
+LISTINGS = {
+    "mailbox": ("/api/v1/mailbox", "ana", {}, ["SELECT", "SELECT", "INSERT"]),
+    "inbox": ("/api/v1/agent/inbox", "bot", {"status": "all"}, ["SELECT", "SELECT", "INSERT"]),
+    "inbox, marking read": (
+        "/api/v1/agent/inbox", "bot", {"mark_read": "true"},
+        ["SELECT", "SELECT", "INSERT", "UPDATE"],
+    ),
+    "thread": ("/api/v1/mail/{parent}/thread", "ana", {}, ["SELECT"] * 3 + ["INSERT"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("listing", list(LISTINGS))
+async def test_a_page_of_mail_costs_the_same_statements_for_2_or_12_mails(
+    served: Served, listing: str
+) -> None:
+    """Per page, whatever its length: the shapes above on the writer, the token
+    on a reader (PostgreSQL: the token first, one pool)."""
+    api = served.api
+    await api.user("ana")
+    key = await api.agent("bot")
+    first = await api.send("ana", ["bot@/srv/shop.new"], subject="first")
+    assert first.status_code == 201, first.text
+    parent = first.json()["id"]
+    path, who, params, shapes = LISTINGS[listing]
+    token = key if who == "bot" else api.tokens["ana"]
+    counts = []
+    sent = 1
+    for total in (2, 12):
+        while sent < total:
+            r = await api.send("ana", ["bot@/srv/shop"], subject=f"m{sent}", parent_mail_id=parent)
+            assert r.status_code == 201, r.text
+            reply = await api.http.post(
+                "/api/v1/agent/mail",
+                json={"to": ["ana@/srv/shop"], "subject": "re", "body": "b",
+                      "parent_mail_id": parent},
+                headers={"Authorization": f"Bearer {key}"},
+            )  # fmt: skip
+            assert reply.status_code == 201, reply.text
+            sent += 1
+        writer, reader = await _listing_counts(
+            served, path.format(parent=parent), token, {"limit": 50, **params}
+        )
+        if served.statements.one_pool:
+            assert _shapes(writer)[0] == "SELECT", "\n".join(writer)  # the token
+            assert _shapes(writer)[1:] == shapes, "\n".join(writer)
+        else:
+            assert _shapes(writer) == shapes, "\n".join(writer)
+            assert len(_queries(reader)) == 1, "\n".join(reader)
+        counts.append(len(_queries(writer)))
+    assert counts[0] == counts[1], counts  # not one more statement per mail
