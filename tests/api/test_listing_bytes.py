@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel, TypeAdapter
 from sqlalchemy import select
 
-from mailui4agents.db.tables import MailRow
+from mailui4agents.db.tables import MailRow, ReadLogRow
 from mailui4agents.services import mail
 from mailui4agents.services.views import mail_out
 from mailui4agents.settings import Settings
@@ -175,3 +175,52 @@ async def test_a_thread_page_is_byte_for_byte_the_model_answer(world: World, who
         world, path, who, {**params, "limit": 4, "cursor": page["next_cursor"]}, MailOut, None
     )
     assert page["next_cursor"] is not None
+
+
+async def _logged(w: World, action: str) -> list[tuple[str, str, str | None, str | None, str]]:
+    async with w.gw.read() as s:
+        rows = await s.scalars(select(ReadLogRow).where(ReadLogRow.action == action))
+        return sorted((r.reader, r.reader_kind, r.mail_id, r.scope_session_id, r.session_id)
+                      for r in rows)  # fmt: skip
+
+
+async def test_every_listed_mail_is_in_the_read_log_and_nothing_else(world: World) -> None:
+    w, sid = world, world.session
+    r = await w.api.http.get("/api/v1/mailbox", params={"limit": 3}, headers=w.api.auth("ana"))
+    listed = sorted(i["id"] for i in r.json()["items"])
+    assert len(listed) == 3 and r.json()["next_cursor"] is not None  # more mail, not logged
+    assert await _logged(w, "inbox") == [("ana", "user", m, None, sid) for m in listed]
+    # An agent's inbox in one session logs that session as the scope.
+    r = await w.api.http.get(
+        "/api/v1/agent/inbox",
+        params={"status": "all", "session_id": sid, "limit": 2},
+        headers=w.api.auth("claude"),
+    )
+    theirs = sorted(i["id"] for i in r.json()["items"])
+    logged = [row for row in await _logged(w, "inbox") if row[0] == "claude"]
+    assert logged == [("claude", "agent", m, sid, sid) for m in theirs]
+    # A thread: every mail of the page, with the reader's scope (none for humans).
+    path = f"/api/v1/agent/mail/{w.parent}/thread"
+    r = await w.api.http.get(
+        path, params={"session_id": sid, "limit": 4}, headers=w.api.auth("claude")
+    )
+    page = sorted(i["id"] for i in r.json()["items"])
+    assert await _logged(w, "thread") == [("claude", "agent", m, sid, sid) for m in page]
+
+
+async def test_marking_read_marks_exactly_the_listed_mails(world: World) -> None:
+    w = world
+    auth = w.api.auth("claude")
+    path = "/api/v1/agent/inbox"
+    before = (await w.api.http.get(path, params={"status": "unread"}, headers=auth)).json()
+    assert len(before["items"]) == 5  # the first mail and the four notes
+    r = await w.api.http.get(path, params={"mark_read": "true", "limit": 2}, headers=auth)
+    marked = [i["id"] for i in r.json()["items"]]
+    assert [i["read"] for i in r.json()["items"]] == [False, False]  # the state as listed
+    after = (await w.api.http.get(path, params={"status": "unread"}, headers=auth)).json()
+    assert [i["id"] for i in after["items"]] == [i["id"] for i in before["items"]][2:]
+    everything = (await w.api.http.get(path, params={"status": "all"}, headers=auth)).json()
+    assert {i["id"] for i in everything["items"] if i["read"]} == set(marked)
+    # Another reader's copies of the same mails keep their state.
+    ana = (await w.api.http.get("/api/v1/mailbox", headers=w.api.auth("ana"))).json()
+    assert sum(not i["read"] for i in ana["items"]) == 7
