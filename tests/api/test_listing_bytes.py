@@ -224,3 +224,41 @@ async def test_marking_read_marks_exactly_the_listed_mails(world: World) -> None
     # Another reader's copies of the same mails keep their state.
     ana = (await w.api.http.get("/api/v1/mailbox", headers=w.api.auth("ana"))).json()
     assert sum(not i["read"] for i in ana["items"]) == 7
+
+
+@pytest.mark.parametrize(
+    ("who", "scoped", "body_limit"),
+    [("bob", False, None), ("claude", False, None), ("claude", True, 9), ("claude", True, 0)],
+)
+async def test_reading_one_mail_is_byte_for_byte_the_model_answer(
+    world: World, who: str, scoped: bool, body_limit: int | None
+) -> None:
+    """A first read (unread until then), as the model path answered it: after
+    marking it read. An unscoped agent reads the mails addressed to it."""
+    w = world
+    human = w.api.tokens[who].startswith("am_user_")
+    params: dict[str, Any] = {"session_id": w.session} if scoped else {}
+    if body_limit is not None:
+        params["body_limit"] = body_limit
+    r = await w.api.http.get(
+        f"/api/v1{'' if human else '/agent'}/mail/{w.parent}", params=params,
+        headers=w.api.auth(who),
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert r.json()["read"] is True and r.json()["attachments"]
+    async with w.gw.read() as s:
+        row = await s.scalar(select(MailRow).where(MailRow.id == w.parent))
+        assert row is not None
+        [ctx] = await mail.contexts(s, [row])
+    adapter = TypeAdapter(MailOut)
+    model = adapter.validate_python(mail_out(ctx, who, body_limit or None))
+    assert r.content == adapter.dump_json(model, by_alias=True, exclude_unset=True)
+    assert ("read", "claude" if who == "claude" else "bob") in {
+        (action, reader) for reader, _, _, _, action in await _all_logged(w)
+    }
+
+
+async def _all_logged(w: World) -> list[tuple[str, str, str | None, str | None, str]]:
+    async with w.gw.read() as s:
+        rows = await s.scalars(select(ReadLogRow))
+        return [(r.reader, r.reader_kind, r.mail_id, r.scope_session_id, r.action) for r in rows]

@@ -380,3 +380,36 @@ async def test_a_page_of_mail_costs_the_same_statements_for_2_or_12_mails(
             assert len(_queries(reader)) == 1, "\n".join(reader)
         counts.append(len(_queries(writer)))
     assert counts[0] == counts[1], counts  # not one more statement per mail
+
+
+async def test_reading_one_mail_and_marking_mail_read_cost_a_few_statements(
+    served: Served,
+) -> None:
+    """GET a mail: the mail with its session and the read rule (one SELECT), its
+    recipients and attachments, the read log, the reader's UPDATE if it was
+    unread (main at 28ad0d2: 4 SELECTs, the INSERT, 2 UPDATEs). POST
+    /agent/inbox/read: one UPDATE for 1 or 5 mails (main: 4 SELECTs + 1 UPDATE
+    + one more per marked mail)."""
+    api = served.api
+    await api.user("ana")
+    key = await api.agent("bot")
+    bot = {"Authorization": f"Bearer {key}"}
+    first = await api.send("ana", ["bot@/srv/shop.new"], subject="first")
+    assert first.status_code == 201, first.text
+    mail_id, sid = first.json()["id"], first.json()["session_id"]
+    pg = served.statements.one_pool
+    for shapes in (["SELECT", "SELECT", "INSERT", "UPDATE"], ["SELECT", "SELECT", "INSERT"]):
+        served.statements.clear()  # unread, then read already: no UPDATE
+        r = await api.http.get(f"/api/v1/agent/mail/{mail_id}", headers=bot)
+        assert r.status_code == 200, r.text
+        writer = served.statements.writer
+        assert (_shapes(writer)[1:] if pg else _shapes(writer)) == shapes, "\n".join(writer)
+    for total in (1, 5):
+        for i in range(total):
+            r = await api.send("ana", ["bot@/srv/shop"], subject=f"m{i}", parent_mail_id=mail_id)
+            assert r.status_code == 201, r.text
+        served.statements.clear()
+        r = await api.http.post("/api/v1/agent/inbox/read", json={"session_id": sid}, headers=bot)
+        assert r.status_code == 200 and r.json() == {"marked": total}, r.text
+        writer = served.statements.writer
+        assert (_shapes(writer)[1:] if pg else _shapes(writer)) == ["UPDATE"], "\n".join(writer)

@@ -7,9 +7,9 @@ import random
 from dataclasses import dataclass, field
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import String, literal, select
 
-from mailui4agents.db.tables import AgentRow, SessionRow, UserRow
+from mailui4agents.db.tables import AgentRow, MailRow, RecipientRow, SessionRow, UserRow
 from mailui4agents.services import access
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
@@ -115,8 +115,52 @@ async def test_can_read_equals_readable_ids_and_the_rule(api: Api, seed: int) ->
                 for sid in sids:
                     can = await reader.can_read(s, rows[sid])
                     assert can == (sid in mirror), (name, scope, sid)
+                    one = select(literal(1)).where(reader.may_read(literal(sid, String)))
+                    assert can == (await s.scalar(one) is not None), (name, scope, sid)
                     assert can == may_read(world, name, admin, scope, sid), (name, scope, sid)
                     decide = await reader.can_decide(s, rows[sid])
                     assert decide == (name in world.owners[sid]), (name, sid)
+                    checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("seed", [5, 2027])
+async def test_can_read_mail_equals_its_sql_form_on_every_mail(api: Api, seed: int) -> None:
+    """`may_read_mail` (services/mail.read_mail's statement) against `can_read_mail`
+    for every reader, scope and mail, and against the rule: an unscoped agent
+    reads exactly the mails addressed to it."""
+    world = await build(api, random.Random(seed), count=8)
+    sids = sorted(world.workspace)
+    checked = 0
+    async with gateway(api).db.read() as s:
+        rows = {r.id: r for r in (await s.scalars(select(SessionRow))).all()}
+        mails = (await s.execute(select(MailRow.seq, MailRow.session_id))).all()
+        to: dict[int, list[str]] = {seq: [] for seq, _ in mails}
+        for seq, name in await s.execute(select(RecipientRow.mail_seq, RecipientRow.name)):
+            to[seq].append(name)
+        ids = {n: i for n, i in (await s.execute(select(AgentRow.name, AgentRow.id))).all()}
+        ids.update((await s.execute(select(UserRow.username, UserRow.id))).all())
+        readers = [
+            *(Principal("agent", ids[a], a) for a in AGENTS),
+            *(Principal("user", ids[h], h) for h in HUMANS),
+            Principal("user", ids["admin"], "admin", is_admin=True),
+        ]
+        for principal in readers:
+            scopes: list[str | None] = [None]
+            if principal.kind == "agent":
+                scopes += [sid for sid in sids if principal.name in world.members[sid]]
+            for scope in scopes:
+                reader = await access.reader(s, principal, scope)
+                for seq, sid in mails:
+                    can = await reader.can_read_mail(s, rows[sid], to[seq])
+                    one = select(MailRow.seq).where(
+                        MailRow.seq == seq, reader.may_read_mail(MailRow.seq, MailRow.session_id)
+                    )
+                    assert can == (await s.scalar(one) is not None), (principal.name, scope, seq)
+                    if reader.unscoped_agent:
+                        assert can == (principal.name in to[seq]), (principal.name, seq)
+                    else:
+                        rule = may_read(world, principal.name, principal.is_admin, scope, sid)
+                        assert can == rule, (principal.name, scope, seq)
                     checked += 1
     assert checked > 100

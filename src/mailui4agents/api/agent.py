@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mailui4agents.api.deps import Agent, GatewayDep
-from mailui4agents.api.pages import json_page
+from mailui4agents.api.pages import json_object, json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import error_from_validation
@@ -153,10 +153,11 @@ async def read_mail(
     gw: GatewayDep,
     session_id: str | None = None,
     body_limit: Annotated[int | None, Query(ge=0)] = None,
-) -> MailOut:
+) -> Response:
     async with gw.write() as s:
         reader = await access.reader(s, who, session_id)
-        return await mail.read_mail(s, reader, mail_id, body_limit=body_limit)
+        item = await mail.read_mail(s, reader, mail_id, body_limit=body_limit)
+    return json_object(item)
 
 
 @router.get(

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response
 
 from mailui4agents.api.deps import GatewayDep, Human
-from mailui4agents.api.pages import json_page
+from mailui4agents.api.pages import json_object, json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import Limit, MailCreate
 from mailui4agents.services import access, content, mail
@@ -76,9 +76,10 @@ async def mailbox(
 
 
 @router.get("/mail/{mail_id}", response_model=MailOut, response_model_exclude_unset=True)
-async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> MailOut:
+async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> Response:
     async with gw.write() as s:
-        return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
+        item = await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
+    return json_object(item)
 
 
 @router.get(

@@ -28,3 +28,9 @@ def json_page(items: list[JsonObject], next_cursor: str | None) -> Response:
     validating the models twice (FastAPI sends a returned Response as it is)."""
     body = pydantic_core.to_json({"items": items, "next_cursor": next_cursor})
     return Response(content=body, media_type="application/json")
+
+
+def json_object(item: JsonObject) -> Response:
+    """One JSON object built as the route's `response_model` would send it
+    (services/views.page_items), sent as it is."""
+    return Response(content=pydantic_core.to_json(item), media_type="application/json")

@@ -270,11 +270,24 @@ class Reader:
         if not self.sees_all:
             tests.append(takes_part(self.name, session_id))
         if self.scope is not None:
-            scoped = select(SessionRow.id).where(
-                SessionRow.id == session_id, SessionRow.workspace == self.scope.workspace
+            ses = aliased(SessionRow)  # never the outer query's sessions
+            scoped = select(ses.id).where(
+                ses.id == session_id, ses.workspace == self.scope.workspace
             )
             tests.append(scoped.exists())
         return and_(true(), *tests)
+
+    def may_read_mail(
+        self,
+        mail_seq: ColumnElement[int] | InstrumentedAttribute[int],
+        session_id: ColumnElement[str] | InstrumentedAttribute[str],
+    ) -> ColumnElement[bool]:
+        """`can_read_mail` as a test of one mail row: an unscoped agent reads the
+        mails addressed to it (one index seek), everyone else `may_read`."""
+        if self.unscoped_agent:
+            got = aliased(RecipientRow)
+            return select(got.id).where(got.mail_seq == mail_seq, got.name == self.name).exists()
+        return self.may_read(session_id)
 
     def own_ids(self) -> Select[Any]:
         """Sessions the reader itself takes part in, within its scope (never all,

@@ -7,14 +7,13 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Boolean,
     Integer,
     Select,
     bindparam,
-    cast,
     func,
     insert,
     literal_column,
@@ -23,6 +22,8 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import (
@@ -49,7 +50,7 @@ from mailui4agents.services.views import (
     page_people,
 )
 from mailui4agents.settings import Settings
-from mailui4agents.wire.models import InboxItem, JsonObject
+from mailui4agents.wire.models import JsonObject
 
 _ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/])")
 
@@ -222,6 +223,16 @@ async def send_mail(
     return Sent(mail_out(ctx, sender.name))
 
 
+# Core statements on the tables (no ORM bulk path, built once): the read log's
+# rows, one executemany per read; a page's read state, one UPDATE.
+_READ_LOG = insert(ReadLogRow.__table__)  # type: ignore[arg-type]
+_MARK_READ = (
+    update(RecipientRow.__table__)  # type: ignore[arg-type]
+    .where(RecipientRow.__table__.c.id.in_(bindparam("ids", expanding=True)))
+    .values(read_at=bindparam("now"))
+)
+
+
 async def record_reads(
     s: AsyncSession,
     reader: Principal,
@@ -234,7 +245,7 @@ async def record_reads(
         return
     now = utcnow()
     await s.execute(
-        insert(ReadLogRow),
+        _READ_LOG,
         [
             {
                 "reader": reader.name,
@@ -248,25 +259,6 @@ async def record_reads(
             for c in ctxs
         ],
     )
-
-
-async def mark_read(s: AsyncSession, reader: str, ctxs: Sequence[MailContext]) -> int:
-    """Mark exactly these mails read for this reader (never anything else)."""
-    ids = [r.id for c in ctxs for r in c.recipients if r.name == reader and r.read_at is None]
-    if not ids:
-        return 0
-    now = utcnow()
-    await s.execute(
-        update(RecipientRow)
-        .where(RecipientRow.id.in_(ids))
-        .values(read_at=now)
-        .execution_options(synchronize_session=False)
-    )
-    for c in ctxs:
-        for r in c.recipients:
-            if r.id in ids:
-                r.read_at = now
-    return len(ids)
 
 
 def parse_cursor(value: str | None) -> int | None:
@@ -378,8 +370,8 @@ def _people_stmt() -> Any:
         RecipientRow.role.label("role"),
         RecipientRow.read_at.is_not(None).label("read"),
         RecipientRow.id.label("number"),
-        cast(null(), AttachmentRow.id.type).label("attachment_id"),
-        cast(null(), AttachmentRow.sha256.type).label("sha256"),
+        sql_cast(null(), AttachmentRow.id.type).label("attachment_id"),
+        sql_cast(null(), AttachmentRow.sha256.type).label("sha256"),
     ).where(RecipientRow.mail_seq.in_(seqs))
     files = (
         select(
@@ -388,7 +380,7 @@ def _people_stmt() -> Any:
             MailAttachmentRow.position,
             AttachmentRow.name,
             AttachmentRow.content_type,
-            cast(null(), Boolean),
+            sql_cast(null(), Boolean),
             AttachmentRow.size,
             AttachmentRow.id,
             AttachmentRow.sha256,
@@ -398,14 +390,6 @@ def _people_stmt() -> Any:
     )
     columns = ("seq", "kind", "position")
     return union_all(recipients, files).order_by(*(literal_column(c) for c in columns))
-
-
-_READ_LOG = insert(ReadLogRow.__table__)  # type: ignore[arg-type]
-_MARK_READ = (
-    update(RecipientRow.__table__)  # type: ignore[arg-type]
-    .where(RecipientRow.__table__.c.id.in_(bindparam("ids", expanding=True)))
-    .values(read_at=bindparam("now"))
-)
 
 
 async def _page(
@@ -501,11 +485,25 @@ async def readable(s: AsyncSession, reader: access.Reader, mail_id: str) -> Mail
 
 async def read_mail(
     s: AsyncSession, reader: access.Reader, mail_id: str, *, body_limit: int | None
-) -> InboxItem:
-    ctx = await readable(s, reader, mail_id)
-    await record_reads(s, reader.principal, [ctx], reader.scope_id, "read")
-    await mark_read(s, reader.name, [ctx])
-    return mail_out(ctx, reader.name, body_limit)
+) -> JsonObject:
+    """One mail (the MailOut shape), logged and marked read; NotFound, as if it
+    did not exist, unless `reader` may read it (access.Reader.may_read_mail, the
+    SQL form of can_read_mail, in the same statement)."""
+    stmt = (
+        select(*_mail_columns(bool(body_limit)))
+        .join(SessionRow, SessionRow.id == MailRow.session_id)
+        .where(MailRow.id == mail_id, reader.may_read_mail(MailRow.seq, MailRow.session_id))
+        .limit(bindparam("limit", type_=Integer))
+    )
+    params = {"body_chars": body_limit + 1} if body_limit else {}
+    items, _ = await _page(
+        s, reader.principal, stmt, params, 1,
+        scope_session_id=reader.scope_id, action="read", body_limit=body_limit, mark=True,
+    )  # fmt: skip
+    if not items:
+        raise not_found(f"mail '{mail_id}'")
+    items[0]["read"] = True  # marked in this transaction: it is read as answered
+    return items[0]
 
 
 async def mark_read_request(
@@ -513,17 +511,24 @@ async def mark_read_request(
 ) -> int:
     if session_id is None and mail_ids is None:
         raise Missing("mail_ids", "give session_id or mail_ids (or both)")
-    stmt = (
-        select(MailRow)
-        .join(RecipientRow, RecipientRow.mail_seq == MailRow.seq)
-        .where(RecipientRow.name == reader.name, RecipientRow.read_at.is_(None))
-    )
+    # One UPDATE of the reader's own unread rows (it was a load of every such
+    # mail with its recipients and attachments, then one UPDATE per row).
+    mails = select(MailRow.seq)
     if session_id is not None:
-        stmt = stmt.where(MailRow.session_id == session_id)
+        mails = mails.where(MailRow.session_id == session_id)
     if mail_ids is not None:
-        stmt = stmt.where(MailRow.id.in_(mail_ids))
-    ctxs = await contexts(s, list((await s.scalars(stmt)).all()))
-    return await mark_read(s, reader.name, ctxs)
+        mails = mails.where(MailRow.id.in_(mail_ids))
+    recipients = RecipientRow.__table__.c
+    done = await s.execute(
+        update(RecipientRow.__table__)  # type: ignore[arg-type]
+        .where(
+            recipients.name == reader.name,
+            recipients.read_at.is_(None),
+            recipients.mail_seq.in_(mails),
+        )
+        .values(read_at=utcnow())
+    )
+    return int(cast("CursorResult[Any]", done).rowcount)
 
 
 async def thread(

@@ -166,7 +166,7 @@ async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, A
 
 async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, Any]:
     async with gw.write() as s:
-        return to_json(await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None))
+        return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
 
 
 async def decide(
