@@ -93,6 +93,8 @@ def may_read(world: World, who: str, admin: bool, scope: str | None, target: str
 
 @pytest.mark.parametrize("seed", [3, 17, 2026])
 async def test_can_read_equals_readable_ids_and_the_rule(api: Api, seed: int) -> None:
+    """And `may_read`, the same rule as a test of one row, with values or bound
+    (`may_read_sql` + `sql_params`, services/mail.thread's statement)."""
     world = await build(api, random.Random(seed), count=10)
     sids = sorted(world.workspace)
     checked = 0
@@ -117,6 +119,9 @@ async def test_can_read_equals_readable_ids_and_the_rule(api: Api, seed: int) ->
                     assert can == (sid in mirror), (name, scope, sid)
                     one = select(literal(1)).where(reader.may_read(literal(sid, String)))
                     assert can == (await s.scalar(one) is not None), (name, scope, sid)
+                    bound = access.may_read_sql(reader.shape, literal(sid, String))
+                    found = await s.scalar(select(literal(1)).where(bound), reader.sql_params())
+                    assert can == (found is not None), (name, scope, sid)
                     assert can == may_read(world, name, admin, scope, sid), (name, scope, sid)
                     decide = await reader.can_decide(s, rows[sid])
                     assert decide == (name in world.owners[sid]), (name, sid)
@@ -126,7 +131,8 @@ async def test_can_read_equals_readable_ids_and_the_rule(api: Api, seed: int) ->
 
 @pytest.mark.parametrize("seed", [5, 2027])
 async def test_can_read_mail_equals_its_sql_form_on_every_mail(api: Api, seed: int) -> None:
-    """`may_read_mail` (services/mail.read_mail's statement) against `can_read_mail`
+    """`may_read_mail` and its bound form (services/mail.read_mail's statement)
+    against `can_read_mail`
     for every reader, scope and mail, and against the rule: an unscoped agent
     reads exactly the mails addressed to it."""
     world = await build(api, random.Random(seed), count=8)
@@ -157,6 +163,12 @@ async def test_can_read_mail_equals_its_sql_form_on_every_mail(api: Api, seed: i
                         MailRow.seq == seq, reader.may_read_mail(MailRow.seq, MailRow.session_id)
                     )
                     assert can == (await s.scalar(one) is not None), (principal.name, scope, seq)
+                    bound = select(MailRow.seq).where(
+                        MailRow.seq == seq,
+                        access.may_read_mail_sql(reader.shape, MailRow.seq, MailRow.session_id),
+                    )
+                    found = await s.scalar(bound, reader.sql_params())
+                    assert can == (found is not None), (principal.name, scope, seq)
                     if reader.unscoped_agent:
                         assert can == (principal.name in to[seq]), (principal.name, seq)
                     else:

@@ -358,6 +358,29 @@ def _thread_stmt(after: bool) -> Select[Any]:
 
 
 @cache
+def _read_stmt(shape: access.ReadShape, preview: bool) -> Select[Any]:
+    """One mail if the reader may read it (access.may_read_mail_sql: the read
+    rule with the reader's values as parameters, so built once per shape)."""
+    return (
+        select(*_mail_columns(preview))
+        .join(SessionRow, SessionRow.id == MailRow.session_id)
+        .where(
+            MailRow.id == bindparam("mail_id"),
+            access.may_read_mail_sql(shape, MailRow.seq, MailRow.session_id),
+        )
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
+@cache
+def _anchor_stmt(shape: access.ReadShape) -> Select[Any]:
+    """A thread's anchor: its session, if the reader may read it."""
+    return select(MailRow.session_id).where(
+        MailRow.id == bindparam("mail_id"), access.may_read_sql(shape, MailRow.session_id)
+    )
+
+
+@cache
 def _people_stmt() -> Any:
     """Recipients and attachments of a page's mails in one statement (see
     views.page_people for the columns)."""
@@ -489,15 +512,11 @@ async def read_mail(
     """One mail (the MailOut shape), logged and marked read; NotFound, as if it
     did not exist, unless `reader` may read it (access.Reader.may_read_mail, the
     SQL form of can_read_mail, in the same statement)."""
-    stmt = (
-        select(*_mail_columns(bool(body_limit)))
-        .join(SessionRow, SessionRow.id == MailRow.session_id)
-        .where(MailRow.id == mail_id, reader.may_read_mail(MailRow.seq, MailRow.session_id))
-        .limit(bindparam("limit", type_=Integer))
-    )
-    params = {"body_chars": body_limit + 1} if body_limit else {}
+    params: dict[str, Any] = {"mail_id": mail_id, **reader.sql_params()}
+    if body_limit:
+        params["body_chars"] = body_limit + 1
     items, _ = await _page(
-        s, reader.principal, stmt, params, 1,
+        s, reader.principal, _read_stmt(reader.shape, bool(body_limit)), params, 1,
         scope_session_id=reader.scope_id, action="read", body_limit=body_limit, mark=True,
     )  # fmt: skip
     if not items:
@@ -539,7 +558,7 @@ async def thread(
     # The anchor and the read rule in one statement (access.Reader.may_read, the
     # SQL form of can_read): NotFound, as if it did not exist, when unreadable.
     session_id = await s.scalar(
-        select(MailRow.session_id).where(MailRow.id == mail_id, reader.may_read(MailRow.session_id))
+        _anchor_stmt(reader.shape), {"mail_id": mail_id, **reader.sql_params()}
     )
     if session_id is None:
         raise not_found(f"mail '{mail_id}'")
