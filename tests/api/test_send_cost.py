@@ -404,6 +404,14 @@ async def test_reading_one_mail_and_marking_mail_read_cost_a_few_statements(
         assert r.status_code == 200, r.text
         writer = served.statements.writer
         assert (_shapes(writer)[1:] if pg else _shapes(writer)) == shapes, "\n".join(writer)
+    # Scoped: the scope session with the agent's membership is one SELECT more
+    # (main: two, the session and then the membership).
+    served.statements.clear()
+    r = await api.http.get(f"/api/v1/agent/mail/{mail_id}", params={"session_id": sid}, headers=bot)
+    assert r.status_code == 200, r.text
+    writer = served.statements.writer
+    shapes = ["SELECT", "SELECT", "SELECT", "INSERT"]
+    assert (_shapes(writer)[1:] if pg else _shapes(writer)) == shapes, "\n".join(writer)
     for total in (1, 5):
         for i in range(total):
             r = await api.send("ana", ["bot@/srv/shop"], subject=f"m{i}", parent_mail_id=mail_id)

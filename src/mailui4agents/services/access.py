@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
@@ -482,10 +483,20 @@ async def reader(s: AsyncSession, principal: Principal, scope_session_id: str | 
     not workspace-bound; a scope they pass is ignored."""
     if principal.kind != "agent" or scope_session_id is None:
         return Reader(principal)
-    scope = await s.get(SessionRow, scope_session_id)
-    if scope is None or not await is_member(s, scope.id, principal.name):
+    params = {"scope_id": scope_session_id, READER_PARAM: principal.name}
+    scope = await s.scalar(_scope_stmt(), params)  # the session and the membership at once
+    if scope is None:
         raise not_found(f"session '{scope_session_id}'")
     return Reader(principal, scope)
+
+
+@cache
+def _scope_stmt() -> Select[SessionRow]:
+    """A session, if the agent named by READER_PARAM takes part in it."""
+    return select(SessionRow).where(
+        SessionRow.id == bindparam("scope_id"),
+        takes_part(bindparam(READER_PARAM, type_=String), SessionRow.id),
+    )
 
 
 def require_scope(r: Reader, what: str) -> None:
