@@ -71,8 +71,9 @@ async def _build(api: Api, gw: Gateway) -> World:
     assert first.status_code == 201, first.text
     parent, session = first.json()["id"], first.json()["session_id"]
     for i in range(4):
+        # bob before ana: the order of positions, not of names or of an index.
         r = await api.send(
-            "claude", ["ana@/srv/shop", "bob@/srv/shop"], subject=f"re {i} {ODD}",
+            "claude", ["bob@/srv/shop", "ana@/srv/shop"], subject=f"re {i} {ODD}",
             body="🙂" * (10 + i), parent_mail_id=parent,
         )  # fmt: skip
         assert r.status_code == 201, r.text

@@ -10,16 +10,14 @@ from functools import cache
 from typing import Any, cast
 
 from sqlalchemy import (
-    Boolean,
     Integer,
     Select,
+    String,
     bindparam,
+    case,
     func,
     insert,
-    literal_column,
-    null,
     select,
-    union_all,
     update,
 )
 from sqlalchemy import cast as sql_cast
@@ -43,6 +41,7 @@ from mailui4agents.events import log
 from mailui4agents.services import access, attachments, delivery, identity, limits, sessions
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import (
+    HAS_FILES_AT,
     PAGE_MAIL_COLUMNS,
     MailContext,
     mail_out,
@@ -303,9 +302,34 @@ def _mail_columns(preview: bool) -> list[Any]:
         "permission_mode": SessionRow.permission_mode,
         "permission_enforcement": SessionRow.permission_enforcement,
         "platform_id": SessionRow.platform_id,
+        "recipients": _recipients_of_mail(),
+        "has_files": select(MailAttachmentRow.mail_seq)
+        .where(MailAttachmentRow.mail_seq == MailRow.seq)
+        .exists()
+        .label("has_files"),
     }
     assert tuple(cols) == PAGE_MAIL_COLUMNS
     return list(cols.values())
+
+
+_RECIPIENTS = RecipientRow.__table__.alias()  # never the outer query's (an inbox's own row)
+
+
+def _recipients_of_mail() -> Any:
+    """A mail's recipients in one text column of the mail's row, one line each:
+    `role position unread-row-id-or-dash name` (views.page_people reads it;
+    names hold no whitespace, domain/names.py). One statement fewer per page
+    than reading them apart; the aggregate's order is not defined, the position
+    orders them."""
+    r = _RECIPIENTS.c
+    unread = case((r.read_at.is_(None), sql_cast(r.id, String)), else_="-")
+    entry = r.role + " " + sql_cast(r.position, String) + " " + unread + " " + r.name
+    return (
+        select(func.aggregate_strings(entry, "\n"))
+        .where(r.mail_seq == MailRow.seq)
+        .scalar_subquery()
+        .label("recipients")
+    )
 
 
 def _like(text: str) -> str:
@@ -404,38 +428,21 @@ def _page_read_log(newest_first: bool) -> Any:
 
 
 @cache
-def _people_stmt() -> Any:
-    """Recipients and attachments of a page's mails in one statement (see
-    views.page_people for the columns)."""
-    seqs: Any = bindparam("seqs", expanding=True)
-    recipients = select(
-        RecipientRow.mail_seq.label("seq"),
-        literal_column("0", Integer).label("kind"),
-        RecipientRow.position.label("position"),
-        RecipientRow.name.label("name"),
-        RecipientRow.role.label("role"),
-        RecipientRow.read_at.is_not(None).label("read"),
-        RecipientRow.id.label("number"),
-        sql_cast(null(), AttachmentRow.id.type).label("attachment_id"),
-        sql_cast(null(), AttachmentRow.sha256.type).label("sha256"),
-    ).where(RecipientRow.mail_seq.in_(seqs))
-    files = (
+def _files_stmt() -> Any:
+    """The attachments of a page's mails that have some (views.page_people)."""
+    return (
         select(
             MailAttachmentRow.mail_seq,
-            literal_column("1", Integer),
-            MailAttachmentRow.position,
-            AttachmentRow.name,
-            AttachmentRow.content_type,
-            sql_cast(null(), Boolean),
-            AttachmentRow.size,
             AttachmentRow.id,
+            AttachmentRow.name,
+            AttachmentRow.size,
+            AttachmentRow.content_type,
             AttachmentRow.sha256,
         )
         .join(AttachmentRow, AttachmentRow.id == MailAttachmentRow.attachment_id)
-        .where(MailAttachmentRow.mail_seq.in_(seqs))
+        .where(MailAttachmentRow.mail_seq.in_(bindparam("seqs", expanding=True)))
+        .order_by(MailAttachmentRow.mail_seq, MailAttachmentRow.position)
     )
-    columns = ("seq", "kind", "position")
-    return union_all(recipients, files).order_by(*(literal_column(c) for c in columns))
 
 
 async def _page(
@@ -460,7 +467,9 @@ async def _page(
     if not rows:
         return [], None
     seqs = [r[0] for r in rows]
-    people = page_people(await s.execute(_people_stmt(), {"seqs": seqs}), seqs)
+    with_files = [r[0] for r in rows if r[HAS_FILES_AT]]
+    files = (await s.execute(_files_stmt(), {"seqs": with_files})).all() if with_files else []
+    people = page_people(rows, files)
     now = utcnow()
     log = {
         "log_reader": reader.name,

@@ -171,48 +171,52 @@ PAGE_MAIL_COLUMNS = (
     "permission_mode",
     "permission_enforcement",
     "platform_id",
+    "recipients",
+    "has_files",
 )
 """The columns of a page's mail rows, in order (services/mail.py selects them)."""
+RECIPIENTS_AT = PAGE_MAIL_COLUMNS.index("recipients")
+HAS_FILES_AT = PAGE_MAIL_COLUMNS.index("has_files")
 
 
 @dataclass(slots=True)
 class People:
-    """One mail's recipients (names by role, in order), the names whose copy is
-    read, and its attachments as the wire lists them."""
+    """One mail's recipients (names by role, in order), the unread copies'
+    recipient rows, and its attachments as the wire lists them."""
 
     to: list[str] = field(default_factory=list)
     cc: list[str] = field(default_factory=list)
-    read: set[str] = field(default_factory=set)
     unread: dict[str, int] = field(default_factory=dict)  # name -> recipient row id
     attachments: list[JsonObject] = field(default_factory=list)
 
-    def is_recipient(self, name: str) -> bool:
-        return name in self.read or name in self.unread
 
-
-def page_people(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> dict[int, People]:
-    """Group the rows of services/mail.py's people query by mail: (seq, kind,
-    position, name, role or content type, read, recipient id or size, attachment
-    id, sha256), ordered by seq, kind, position; kind 0 a recipient, 1 an attachment."""
-    out = {seq: People() for seq in seqs}
-    for seq, kind, _pos, name, role, read, number, att_id, sha256 in rows:
-        p = out[seq]
-        if kind == 0:
+def page_people(rows: Iterable[Sequence[Any]], files: Iterable[Sequence[Any]]) -> dict[int, People]:
+    """Each page row's people, by mail seq: its recipients from the row's
+    `recipients` column (lines of `role position unread-row-id-or-dash name`,
+    services/mail._recipients_of_mail) in position order, and its attachments
+    from `files` (seq, id, name, size, content type, sha256; in order)."""
+    out: dict[int, People] = {}
+    for row in rows:
+        p = out[row[0]] = People()
+        text = row[RECIPIENTS_AT]
+        if not text:
+            continue
+        entries = [line.split(" ", 3) for line in text.split("\n")]
+        entries.sort(key=lambda e: int(e[1]))
+        for role, _position, unread, name in entries:
             (p.to if role == "to" else p.cc).append(name)
-            if read:
-                p.read.add(name)
-            else:
-                p.unread[name] = number
-        else:
-            p.attachments.append(
-                {
-                    "attachment_id": att_id,
-                    "name": name,
-                    "size": number,
-                    "content_type": role,
-                    "sha256": sha256,
-                }
-            )
+            if unread != "-":
+                p.unread[name] = int(unread)
+    for seq, att_id, name, size, content_type, sha256 in files:
+        out[seq].attachments.append(
+            {
+                "attachment_id": att_id,
+                "name": name,
+                "size": size,
+                "content_type": content_type,
+                "sha256": sha256,
+            }
+        )
     return out
 
 
@@ -260,6 +264,8 @@ def page_items(
         mode,
         enforcement,
         platform_id,
+        _recipients,
+        _has_files,
     ) in rows:
         book = books.get(session_id)
         if book is None:
