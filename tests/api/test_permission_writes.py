@@ -1,7 +1,8 @@
-"""What the permission writes (services/permissions.py: one query before each
-write, the events in the receipt's one INSERT) must keep: who is told of a
-request and of its decision, and that a request past its deadline is never
-approved, even before the scheduler's sweep reaches it."""
+"""What the permission writes (services/permission_requests.py and
+services/permission_decisions.py: one query before each write, the events in the
+receipt's one INSERT) must keep: who is told of a request and of its decision, and
+that a request past its deadline is never approved, even before the scheduler's
+sweep reaches it."""
 
 from __future__ import annotations
 

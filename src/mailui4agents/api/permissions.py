@@ -12,7 +12,13 @@ from mailui4agents.api.pages import page
 from mailui4agents.api.results import DUPLICATE, answer_request
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
 from mailui4agents.db.tables import PermissionRow
-from mailui4agents.services import content, permissions
+from mailui4agents.services import (
+    content,
+    grants,
+    permission_decisions,
+    permission_requests,
+    permissions,
+)
 from mailui4agents.wire.models import Duplicate, GrantOut, Page, PermissionOut
 
 router = APIRouter(prefix="/api/v1", tags=["permissions"])
@@ -37,7 +43,7 @@ async def create_permission(
         options=options,
     )
     async with gw.write() as s:
-        result = await permissions.create_request(
+        result = await permission_requests.create_request(
             s,
             who,
             session_id=str(body.session_id),
@@ -108,7 +114,7 @@ async def decide_permission(
 ) -> PermissionOut:
     content.check_decision(gw.settings, body.note, body.grant_pattern, body.answers)
     async with gw.write() as s:
-        return await permissions.decide(
+        return await permission_decisions.decide(
             s,
             who,
             request_id,
@@ -125,10 +131,10 @@ async def list_grants(
     who: Human, gw: GatewayDep, session_id: str | None = None, include_revoked: bool = False
 ) -> Page[GrantOut]:
     async with gw.read() as s:
-        return page(await permissions.list_grants(s, who, session_id, include_revoked), None)
+        return page(await grants.list_grants(s, who, session_id, include_revoked), None)
 
 
 @router.delete("/grants/{grant_id}", response_model=GrantOut, response_model_exclude_unset=True)
 async def revoke_grant(grant_id: str, who: Human, gw: GatewayDep) -> GrantOut:
     async with gw.write() as s:
-        return await permissions.revoke_grant(s, who, grant_id)
+        return await grants.revoke_grant(s, who, grant_id)

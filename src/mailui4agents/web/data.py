@@ -28,10 +28,12 @@ from mailui4agents.services import (
     discovery,
     identity,
     mail,
+    permission_decisions,
     permissions,
     session_view,
     sessions,
 )
+from mailui4agents.services import grants as grant_service
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
 from mailui4agents.wire.models import to_json
@@ -182,7 +184,7 @@ async def decide(
 ) -> dict[str, Any]:
     content.check_decision(gw.settings, note, grant_pattern, answers)
     async with gw.write() as s:
-        out = await permissions.decide(
+        out = await permission_decisions.decide(
             s,
             who,
             request_id,
@@ -225,17 +227,17 @@ async def accept_alias(gw: Gateway, who: Principal, session_id: str) -> dict[str
 async def session_grants(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
     """The session's standing grants (the thread page shows them to its deciders)."""
     async with gw.read() as s:
-        return [to_json(g) for g in await permissions.list_grants(s, who, session_id, False)]
+        return [to_json(g) for g in await grant_service.list_grants(s, who, session_id, False)]
 
 
 async def revoke_session_grant(gw: Gateway, who: Principal, session_id: str, grant_id: str) -> None:
     """Revoke a grant from its session's page: a grant of another session is
     NotFound here (whoever may revoke it there); the service checks the power."""
     async with gw.write() as s:
-        grants = await permissions.list_grants(s, who, session_id, False)
-        if grant_id not in {g.id for g in grants}:
+        standing = await grant_service.list_grants(s, who, session_id, False)
+        if grant_id not in {g.id for g in standing}:
             raise ServiceError(404, "not_found", f"grant '{grant_id}' not found", field="grant_id")
-        await permissions.revoke_grant(s, who, grant_id)
+        await grant_service.revoke_grant(s, who, grant_id)
 
 
 async def suggest(gw: Gateway, who: Principal, q: str) -> dict[str, Any]:
@@ -283,12 +285,12 @@ async def agents_status(gw: Gateway) -> list[dict[str, Any]]:
 
 async def grants(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        return [to_json(g) for g in await permissions.list_grants(s, who, None, False)]
+        return [to_json(g) for g in await grant_service.list_grants(s, who, None, False)]
 
 
 async def revoke_grant(gw: Gateway, who: Principal, grant_id: str) -> None:
     async with gw.write() as s:
-        await permissions.revoke_grant(s, who, grant_id)
+        await grant_service.revoke_grant(s, who, grant_id)
 
 
 async def users(gw: Gateway) -> list[dict[str, Any]]:

@@ -1,0 +1,56 @@
+"""Standing grants: an "always" approval that later matching requests of the same
+session are approved by (docs/behaviour.md#approval-round-trip). Made by
+services/permission_decisions.py; listed and revoked here.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import GrantRow
+from mailui4agents.db.types import utcnow
+from mailui4agents.domain.errors import not_found
+from mailui4agents.services import access
+from mailui4agents.services.principals import Principal
+from mailui4agents.services.session_view import get_session
+from mailui4agents.wire.models import GrantOut
+
+
+def grant_out(g: GrantRow) -> GrantOut:
+    return GrantOut(
+        id=g.id,
+        session_id=g.session_id,
+        tool_name=g.tool_name,
+        pattern=g.pattern,
+        created_by=g.created_by,
+        request_id=g.request_id,
+        created_at=g.created_at,
+        revoked_at=g.revoked_at,
+    )
+
+
+async def list_grants(
+    s: AsyncSession, human: Principal, session_id: str | None, include_revoked: bool
+) -> list[GrantOut]:
+    # One query, not one participant lookup per grant.
+    stmt = select(GrantRow).where(GrantRow.session_id.in_(access.Reader(human).readable_ids()))
+    if session_id is not None:
+        stmt = stmt.where(GrantRow.session_id == session_id)
+    if not include_revoked:
+        stmt = stmt.where(GrantRow.revoked_at.is_(None))
+    return [grant_out(g) for g in (await s.scalars(stmt.order_by(GrantRow.created_at))).all()]
+
+
+async def revoke_grant(s: AsyncSession, human: Principal, grant_id: str) -> GrantOut:
+    g = await s.get(GrantRow, grant_id)
+    if g is None:
+        raise not_found(f"grant '{grant_id}'")
+    if not human.is_admin:
+        # Admins may revoke any grant: revoking only takes power away (docs/access.md).
+        session = await get_session(s, g.session_id)
+        await access.Reader(human).ensure_decide(s, session, f"grant '{grant_id}'")
+    if g.revoked_at is None:
+        g.revoked_at = utcnow()
+        await s.flush()
+    return grant_out(g)

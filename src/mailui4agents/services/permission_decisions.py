@@ -1,0 +1,164 @@
+"""Deciding a permission request or answering a question, once, by a decider of its
+session (docs/behaviour.md#approval-round-trip, docs/access.md): one query reads the
+request, its session, membership and deciders; one conditional UPDATE settles it.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow, new_id
+from mailui4agents.db.types import utcnow
+from mailui4agents.domain.errors import conflict, invalid_value, not_found
+from mailui4agents.services import access, permissions
+from mailui4agents.services.principals import Principal
+from mailui4agents.wire.models import PermissionOut
+
+_PERMISSIONS = cast(Table, PermissionRow.__table__)
+
+
+def _check_answers(row: PermissionRow, answers: list[str] | None) -> list[str] | None:
+    if row.kind != "question":
+        if answers is not None:
+            raise invalid_value("answers", "answers belong to questions, not approvals")
+        return None
+    if not answers or any(not a.strip() for a in answers):
+        raise invalid_value("answers", "an answer must not be empty")
+    if row.options is None:
+        return answers
+    labels = [o["label"] for o in row.options]
+    unknown = [a for a in answers if a not in labels]
+    if unknown:
+        raise invalid_value(
+            "answers", f"unknown option {unknown[0]!r}; the options are: {', '.join(labels)}"
+        )
+    if not row.multi_select and len(answers) != 1:
+        raise invalid_value("answers", "this question takes exactly one option")
+    return list(dict.fromkeys(answers))
+
+
+_OTHER = aliased(PermissionRow)
+# The request, its session, whether the human takes part in it, whether a pending
+# request of the session is past its deadline, and the session's deciders (one
+# row each, in deciders()' order; one row with NULL when there are none): one
+# query, built once.
+_DECIDING = (
+    select(
+        PermissionRow,
+        SessionRow,
+        access.takes_part(bindparam("b_name"), SessionRow.id),
+        select(_OTHER.id)
+        .where(
+            _OTHER.session_id == PermissionRow.session_id,
+            _OTHER.status == "pending",
+            _OTHER.expires_at <= bindparam("b_now"),
+        )
+        .exists(),
+        SessionDeciderRow.name,
+    )
+    .join(SessionRow, SessionRow.id == PermissionRow.session_id)
+    .outerjoin(SessionDeciderRow, SessionDeciderRow.session_id == SessionRow.id)
+    .where(PermissionRow.id == bindparam("b_id"))
+    .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
+)
+_SETTLE = (
+    update(_PERMISSIONS)
+    .where(_PERMISSIONS.c.id == bindparam("b_id"), _PERMISSIONS.c.status == "pending")
+    .values(
+        status=bindparam("b_status"),
+        decision=bindparam("b_decision"),
+        note=bindparam("b_note"),
+        answers=bindparam("b_answers"),
+        decided_by=bindparam("b_by"),
+        decided_at=bindparam("b_at"),
+        grant_id=bindparam("b_grant"),
+    )
+)
+_INSERT_GRANT = insert(cast(Table, GrantRow.__table__))
+
+
+async def decide(
+    s: AsyncSession,
+    human: Principal,
+    request_id: str,
+    *,
+    decision: str,
+    note: str | None,
+    always: bool,
+    grant_pattern: str | None,
+    answers: list[str] | None,
+) -> PermissionOut:
+    """A decider of the request's session approves or denies it (once)."""
+    what = f"permission request '{request_id}'"
+    now = utcnow()
+    found = (
+        await s.execute(_DECIDING, {"b_id": request_id, "b_name": human.name, "b_now": now})
+    ).all()
+    if not found:
+        raise not_found(what)
+    row, session, member, due = found[0][0], found[0][1], bool(found[0][2]), bool(found[0][3])
+    deciders = [name for *_, name in found if name is not None]
+    access.Reader(human).ensure_decide_known(session, member, deciders, what)
+    if due:  # expire what is past its deadline first (this request too, maybe)
+        await permissions.expire_due(s, row.session_id)
+    if row.status != "pending":
+        raise conflict(f"request already {row.status}", reason="already_decided")
+    checked: list[str] | None = None
+    if decision == "approve":
+        checked = _check_answers(row, answers)
+    elif answers is not None:
+        raise invalid_value("answers", "a refusal carries no answers")
+    if always and (row.kind != "approval" or decision != "approve"):
+        raise invalid_value("always", "'always' applies to approving a tool request")
+    if grant_pattern is not None and not always:
+        raise invalid_value("grant_pattern", "grant_pattern goes with always=true")
+    grant_id = None
+    if always:
+        # Before the request's UPDATE, which then names it; a request decided
+        # meanwhile fails that UPDATE and the whole transaction, grant included.
+        grant_id = new_id()
+        await s.execute(
+            _INSERT_GRANT,
+            {
+                "id": grant_id,
+                "session_id": row.session_id,
+                "tool_name": str(row.tool_name),
+                "pattern": grant_pattern,
+                "created_by": human.name,
+                "request_id": row.id,
+                "created_at": now,
+                "revoked_at": None,
+            },
+        )
+    status = "approved" if decision == "approve" else "denied"
+    result = await s.execute(
+        _SETTLE,
+        {
+            "b_id": row.id,
+            "b_status": status,
+            "b_decision": decision,
+            "b_note": note,
+            "b_answers": checked,
+            "b_by": human.name,
+            "b_at": now,
+            "b_grant": grant_id,
+        },
+    )
+    if not result.rowcount:  # type: ignore[attr-defined]
+        raise conflict("request already decided", reason="already_decided")
+    permissions.settled(
+        row,
+        status=status,
+        decision=decision,
+        note=note,
+        answers=checked,
+        decided_by=human.name,
+        decided_at=now,
+        grant_id=grant_id,
+    )
+    await permissions.announce(s, session, row, human.name, True, deciders)
+    return permissions.permission_out(row, session)
