@@ -125,6 +125,9 @@ async def kinds_of(c: httpx.AsyncClient) -> dict[str, Call]:
         "thread, 50": lambda: c.get(
             f"/api/v1/mail/{sent['id']}/thread", params={"limit": "50"}, headers=admin
         ),
+        "search, 50 of the 51 mails with 're'": lambda: c.get(
+            "/api/v1/search", params={"q": "re", "limit": "50"}, headers=admin
+        ),
         "permission request (POST)": ask,
         "decision (POST)": decide,
     }

@@ -1,4 +1,4 @@
-"""Pages of mail (mailbox, agent inbox, thread) are built from plain rows into
+"""Pages of mail (mailbox, agent inbox, thread, search) are built from plain rows into
 JSON and sent as they are (services/views.page_items, api/pages.json_page). This
 checks them byte for byte against what the model path gives for the same mails:
 `mail_out` on ORM rows, the page validated through the route's response model
@@ -21,7 +21,7 @@ from mailui4agents.services import mail
 from mailui4agents.services.views import mail_out
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from mailui4agents.wire.models import InboxItem, MailOut, Page
+from mailui4agents.wire.models import InboxItem, MailOut, Page, SearchHit
 from tests.conftest import ADMIN_PASSWORD, Api, started_app
 
 pytestmark = pytest.mark.anyio
@@ -102,10 +102,13 @@ async def _model_bytes(
         rows = {m.id: m for m in await s.scalars(select(MailRow).where(MailRow.id.in_(ids)))}
         ctxs = await mail.contexts(s, [rows[i] for i in ids])
     page_type: Any = Page[item]  # type: ignore[valid-type]
-    out = page_type(
-        items=[mail_out(c, reader, body_limit) for c in ctxs],
-        next_cursor=answer["next_cursor"],
-    )
+    items: list[BaseModel] = [mail_out(c, reader, body_limit) for c in ctxs]
+    if item is SearchHit:  # as search built its hits; the snippet is the database's
+        items = [
+            SearchHit.model_validate({**dict(hit), "snippet": listed["snippet"]})
+            for hit, listed in zip(items, answer["items"], strict=True)
+        ]
+    out = page_type(items=items, next_cursor=answer["next_cursor"])
     adapter = TypeAdapter(page_type)
     return adapter.dump_json(adapter.validate_python(out), by_alias=True, exclude_unset=True)
 
@@ -176,6 +179,35 @@ async def test_a_thread_page_is_byte_for_byte_the_model_answer(world: World, who
         world, path, who, {**params, "limit": 4, "cursor": page["next_cursor"]}, MailOut, None
     )
     assert page["next_cursor"] is not None
+
+
+@pytest.mark.parametrize(
+    ("who", "params"),
+    [
+        ("ana", {"q": "note"}),
+        ("ana", {"q": "first"}),  # the mail with attachments
+        ("bob", {"q": "re", "limit": 2}),  # a next page
+        ("claude", {"q": "note", "session_id": "SESSION"}),
+        ("ana", {"q": "日本"}),  # a substring term: the snippet cut in Python on SQLite
+    ],
+)
+async def test_a_search_page_is_byte_for_byte_the_model_answer(
+    world: World, who: str, params: dict[str, Any]
+) -> None:
+    human = world.api.tokens[who].startswith("am_user_")
+    path = f"/api/v1{'' if human else '/agent'}/search"
+    params = {k: (world.session if v == "SESSION" else v) for k, v in params.items()}
+    answer = await _same(world, path, who, params, SearchHit, None)
+    for hit in answer["items"]:  # each snippet is cut from its own hit's body
+        words = hit["snippet"].replace("**", "").replace("…", " ").split()
+        assert words and set(words) <= set(hit["body"].split()), hit["snippet"]
+    if params.get("limit") == 2:
+        assert answer["next_cursor"] is not None
+        await _same(world, path, who, {**params, "cursor": answer["next_cursor"]}, SearchHit, None)
+    if params["q"] == "first":
+        assert answer["items"][0]["attachments"]
+    logged = [row for row in await _logged(world, "search") if row[0] == who]
+    assert {row[2] for row in logged} >= {i["id"] for i in answer["items"]}
 
 
 async def _logged(w: World, action: str) -> list[tuple[str, str, str | None, str | None, str]]:

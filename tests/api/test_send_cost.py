@@ -330,7 +330,8 @@ async def _listing_counts(
 # was 4 SELECTs + the INSERT (mails, sessions, recipients, attachments, ORM
 # objects); a thread 10 (the anchor with its three look-ups and the membership
 # test before the page's five); marking read 6 + one UPDATE per marked row (the
-# ORM flushed the read_at it had set on each loaded recipient again).
+# ORM flushed the read_at it had set on each loaded recipient again). A search
+# page is a page too (services/search.py); it was 4 SELECTs + the INSERT at 47ad0e4.
 LISTINGS = {
     "mailbox": ("/api/v1/mailbox", "ana", {}, ["SELECT", "INSERT"]),
     "inbox": ("/api/v1/agent/inbox", "bot", {"status": "all"}, ["SELECT", "INSERT"]),
@@ -338,6 +339,7 @@ LISTINGS = {
         "/api/v1/agent/inbox", "bot", {"mark_read": "true"}, ["SELECT", "INSERT", "UPDATE"],
     ),
     "thread": ("/api/v1/mail/{parent}/thread", "ana", {}, ["SELECT", "SELECT", "INSERT"]),
+    "search": ("/api/v1/search", "ana", {"q": "re"}, ["SELECT", "INSERT"]),
 }  # fmt: skip
 
 

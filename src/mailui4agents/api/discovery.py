@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
-from mailui4agents.api.pages import page
+from mailui4agents.api.pages import json_page, page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import ForwardIn, Limit
 from mailui4agents.domain.errors import invalid_value
@@ -105,11 +105,11 @@ async def agent_search(
     session_id: ScopeId = None,
     limit: Limit = 50,
     cursor: str | None = None,
-) -> Page[SearchHit]:
+) -> Response:
     async with gw.write() as s:  # a write: every read is recorded
         reader = await access.reader(s, who, session_id)
         items, nxt = await search.search(s, reader, q, limit, cursor)
-    return page(items, nxt)
+    return json_page(items, nxt)
 
 
 # -- humans -----------------------------------------------------------------------------
@@ -156,11 +156,11 @@ async def human_search(
     q: SearchText,
     limit: Limit = 50,
     cursor: str | None = None,
-) -> Page[SearchHit]:
+) -> Response:
     """Mail of the sessions you take part in (admins: all sessions), newest first."""
     async with gw.write() as s:
         items, nxt = await search.search(s, access.Reader(who), q, limit, cursor)
-    return page(items, nxt)
+    return json_page(items, nxt)
 
 
 router = APIRouter()

@@ -281,7 +281,8 @@ def parse_cursor(value: str | None) -> int | None:
 # per shape (below) and only their parameters change.
 
 
-def _mail_columns(preview: bool) -> list[Any]:
+def page_columns(preview: bool) -> list[Any]:
+    """PAGE_MAIL_COLUMNS of MailRow joined to SessionRow (a page's SELECT list)."""
     body: Any = MailRow.body
     if preview:  # enough to tell a longer body: a preview never carries a 1 MB body
         body = func.substr(MailRow.body, 1, bindparam("body_chars", type_=Integer))
@@ -347,7 +348,7 @@ def _inbox_stmt(
     # mail of the reader for each page (EXPLAIN QUERY PLAN in bench/scale.py).
     order = RecipientRow.mail_seq
     stmt = (
-        select(*_mail_columns(preview))
+        select(*page_columns(preview))
         .select_from(RecipientRow)
         .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
         .join(SessionRow, SessionRow.id == MailRow.session_id)
@@ -372,7 +373,7 @@ def _inbox_stmt(
 @cache
 def _thread_stmt(after: bool) -> Select[Any]:
     stmt = (
-        select(*_mail_columns(False))
+        select(*page_columns(False))
         .join(SessionRow, SessionRow.id == MailRow.session_id)
         .where(MailRow.session_id == bindparam("session_id"))
     )
@@ -386,7 +387,7 @@ def _read_stmt(shape: access.ReadShape, preview: bool) -> Select[Any]:
     """One mail if the reader may read it (access.may_read_mail_sql: the read
     rule with the reader's values as parameters, so built once per shape)."""
     return (
-        select(*_mail_columns(preview))
+        select(*page_columns(preview))
         .join(SessionRow, SessionRow.id == MailRow.session_id)
         .where(
             MailRow.id == bindparam("mail_id"),
@@ -458,10 +459,32 @@ async def _page(
     mark: bool = False,
     newest_first: bool = False,
 ) -> tuple[list[JsonObject], str | None]:
-    """Run a page's statement (`limit` + 1 rows asked: is there more?), then its
-    people, its read log and, with `mark`, its read state; the JSON items.
-    `newest_first`: the page's order (its read log rows are written in it)."""
+    """Run a page's statement (`limit` + 1 rows asked: is there more?), then
+    `page_of` its rows."""
     rows = (await s.execute(stmt, {**params, "limit": limit + 1})).all()
+    return await page_of(
+        s, reader, rows, limit,
+        scope_session_id=scope_session_id, action=action, body_limit=body_limit, mark=mark,
+        newest_first=newest_first,
+    )  # fmt: skip
+
+
+async def page_of(
+    s: AsyncSession,
+    reader: Principal,
+    rows: Sequence[Sequence[Any]],
+    limit: int,
+    *,
+    scope_session_id: str | None,
+    action: str,
+    body_limit: int | None,
+    mark: bool = False,
+    newest_first: bool = False,
+) -> tuple[list[JsonObject], str | None]:
+    """A page of `rows` (PAGE_MAIL_COLUMNS; up to `limit` + 1: is there more?):
+    its people, its read log and, with `mark`, its read state; the JSON items,
+    one per row kept, in the rows' order. `newest_first`: the page's order (its
+    read log rows are written in it)."""
     more = len(rows) > limit
     rows = rows[:limit]
     if not rows:

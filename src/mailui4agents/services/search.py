@@ -24,6 +24,7 @@ terms match as substrings instead (`导入` must find `重构导入路径`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -40,15 +41,16 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db import fts
-from mailui4agents.db.tables import MailRow
+from mailui4agents.db.tables import MailRow, SessionRow
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, mail
-from mailui4agents.services.views import mail_out
-from mailui4agents.wire.models import SearchHit
+from mailui4agents.services.views import PAGE_MAIL_COLUMNS
+from mailui4agents.wire.models import JsonObject
 
 MARK = "**"  # around matched words in snippets (bodies are text/markdown)
 SNIPPET_TOKENS = 16  # FTS5 snippet() length in tokens
 SNIPPET_CHARS = 60  # fallback snippet: characters on each side of the first hit
+_BODY_AT = PAGE_MAIL_COLUMNS.index("body")
 
 # Ideographs, kana, Thai, Lao, Khmer, Myanmar: no spaces between words.
 _UNSPACED = re.compile(
@@ -164,12 +166,13 @@ async def search(
     q: str | None,
     limit: int,
     cursor: str | None = None,
-) -> tuple[list[SearchHit], str | None]:
+) -> tuple[list[JsonObject], str | None]:
     """Mails matching every term of `q` in sessions `reader` may read, newest first.
 
     Who may read what is `access.Reader` (agents: participant, in the workspace of
-    their scope session, which search requires). Each result is MailOut + `snippet`.
-    Every returned mail is recorded in the read log (action "search").
+    their scope session, which search requires). Each result is the JSON of a
+    SearchHit: MailOut (built as a page of mail is, services/views.page_items)
+    + `snippet`. Every returned mail is recorded in the read log (action "search").
     """
     access.require_scope(reader, "searching")
     terms = parse_query(q)
@@ -181,10 +184,11 @@ async def search(
     after = mail.parse_cursor(cursor)
     if after is not None:
         conditions.append(MailRow.seq < after)
+    columns = mail.page_columns(False)
     fts_snippet: Any = None
     order: Any = MailRow.seq.desc()
+    mails: Any = MailRow.__table__
     if dialect == "sqlite":
-        stmt: Any
         if terms.fts:
             # mail_fts drives the query, newest first (FTS5 hands out rowids in
             # descending order itself): the LIMIT stops the scan, and snippet()
@@ -195,43 +199,43 @@ async def search(
             fts_snippet = literal_column(
                 f"snippet(mail_fts, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS})", Text
             )
-            stmt = select(MailRow, fts_snippet).select_from(
-                table("mail_fts").join(MailRow, MailRow.seq == rowid)
-            )
+            mails = table("mail_fts").join(MailRow, MailRow.seq == rowid)
             conditions.append(literal_column("mail_fts").bool_op("MATCH")(terms.match))
             if after is not None:
                 conditions.append(rowid < after)  # FTS5 bounds its own scan
             order = rowid.desc()
-        else:
-            stmt = select(MailRow)
         conditions += [_substring(t, insensitive=False) for t in terms.substrings]
     elif dialect == "postgresql":
         if terms.fts:
             query = _pg_query(terms.fts)
             fts_snippet = _pg_snippet(query)
-            stmt = select(MailRow, fts_snippet)
             conditions.append(_pg_match(query))
-        else:
-            stmt = select(MailRow)
         conditions += [_substring(t, insensitive=False) for t in terms.substrings]
     else:  # any other database: a portable substring match
-        stmt = select(MailRow)
         conditions += [_substring(w, insensitive=True) for w in terms.words]
 
-    rows = (await s.execute(stmt.where(and_(*conditions)).order_by(order).limit(limit + 1))).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    mails = [r[0] for r in rows]
-    snippets = {
-        r[0].seq: (r[1] if fts_snippet is not None else make_snippet(r[0].body, terms.words))
-        for r in rows
-    }
-    ctxs = await mail.contexts(s, mails)
-    await mail.record_reads(s, reader.principal, ctxs, reader.scope_id, "search")
-    items = [
-        SearchHit.model_validate(
-            {**dict(mail_out(c, reader.name)), "snippet": snippets[c.mail.seq]}
-        )
-        for c in ctxs
-    ]
-    return items, (str(mails[-1].seq) if more and mails else None)
+    if fts_snippet is not None:
+        columns.append(fts_snippet)
+    stmt = (
+        select(*columns)
+        .select_from(mails)
+        .join(SessionRow, SessionRow.id == MailRow.session_id)
+        .where(and_(*conditions))
+        .order_by(order)
+        .limit(limit + 1)
+    )
+    found = (await s.execute(stmt)).all()
+    rows: list[Sequence[Any]]
+    if fts_snippet is not None:  # the database cut it: the last column
+        snippets = [r[-1] for r in found[:limit]]
+        rows = [r[:-1] for r in found]
+    else:
+        snippets = [make_snippet(r[_BODY_AT], terms.words) for r in found[:limit]]
+        rows = list(found)
+    items, more = await mail.page_of(
+        s, reader.principal, rows, limit,
+        scope_session_id=reader.scope_id, action="search", body_limit=None, newest_first=True,
+    )  # fmt: skip
+    for item, snippet in zip(items, snippets, strict=True):
+        item["snippet"] = snippet
+    return items, more
