@@ -114,16 +114,10 @@ async def decide_permission(
 ) -> PermissionOut:
     content.check_decision(gw.settings, body.note, body.grant_pattern, body.answers)
     async with gw.write() as s:
-        return await permission_decisions.decide(
-            s,
-            who,
-            request_id,
-            decision=body.decision,
-            note=body.note,
-            always=body.always,
-            grant_pattern=body.grant_pattern,
-            answers=body.answers,
+        choice = permission_decisions.Choice(
+            body.decision, body.note, body.always, body.grant_pattern, body.answers
         )
+        return await permission_decisions.decide(s, who, request_id, choice)
 
 
 @router.get("/grants", response_model=Page[GrantOut], response_model_exclude_unset=True)

@@ -446,27 +446,12 @@ def _files_stmt() -> Any:
     )
 
 
-async def _page(
-    s: AsyncSession,
-    reader: Principal,
-    stmt: Select[Any],
-    params: dict[str, Any],
-    limit: int,
-    *,
-    scope_session_id: str | None,
-    action: str,
-    body_limit: int | None,
-    mark: bool = False,
-    newest_first: bool = False,
-) -> tuple[list[JsonObject], str | None]:
-    """Run a page's statement (`limit` + 1 rows asked: is there more?), then
-    `page_of` its rows."""
-    rows = (await s.execute(stmt, {**params, "limit": limit + 1})).all()
-    return await page_of(
-        s, reader, rows, limit,
-        scope_session_id=scope_session_id, action=action, body_limit=body_limit, mark=mark,
-        newest_first=newest_first,
-    )  # fmt: skip
+async def _rows(
+    s: AsyncSession, stmt: Select[Any], params: dict[str, Any], limit: int
+) -> Sequence[Sequence[Any]]:
+    """A page's statement, `limit` + 1 rows asked (is there more?), for `page_of`."""
+    rows: Sequence[Sequence[Any]] = (await s.execute(stmt, {**params, "limit": limit + 1})).all()
+    return rows
 
 
 async def page_of(
@@ -540,8 +525,8 @@ async def inbox(
         status == "unread", session_id is not None, bool(q), after is not None,
         newest_first, bool(body_limit),
     )  # fmt: skip
-    return await _page(
-        s, reader, stmt, params, limit,
+    return await page_of(
+        s, reader, await _rows(s, stmt, params, limit), limit,
         scope_session_id=session_id, action="inbox", body_limit=body_limit, mark=mark,
         newest_first=newest_first,
     )  # fmt: skip
@@ -567,8 +552,9 @@ async def read_mail(
     params: dict[str, Any] = {"mail_id": mail_id, **reader.sql_params()}
     if body_limit:
         params["body_chars"] = body_limit + 1
-    items, _ = await _page(
-        s, reader.principal, _read_stmt(reader.shape, bool(body_limit)), params, 1,
+    rows = await _rows(s, _read_stmt(reader.shape, bool(body_limit)), params, 1)
+    items, _ = await page_of(
+        s, reader.principal, rows, 1,
         scope_session_id=reader.scope_id, action="read", body_limit=body_limit, mark=True,
     )  # fmt: skip
     if not items:
@@ -637,7 +623,8 @@ async def _session_mails(
     params: dict[str, Any] = {"session_id": session_id}
     if after is not None:
         params["after"] = after
-    return await _page(
-        s, reader.principal, _thread_stmt(after is not None), params, limit,
+    rows = await _rows(s, _thread_stmt(after is not None), params, limit)
+    return await page_of(
+        s, reader.principal, rows, limit,
         scope_session_id=reader.scope_id, action="thread", body_limit=None,
     )  # fmt: skip

@@ -5,6 +5,7 @@ request, its session, membership and deciders; one conditional UPDATE settles it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
 from sqlalchemy import Table, bindparam, insert, select, update
@@ -81,18 +82,25 @@ _SETTLE = (
 _INSERT_GRANT = insert(cast(Table, GrantRow.__table__))
 
 
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """What a decider chose: approve or deny, a note for the agent, with
+    `always` a standing grant (its pattern), a question's answers. The API's
+    body and the web UI's form both come to this."""
+
+    decision: str
+    note: str | None = None
+    always: bool = False
+    grant_pattern: str | None = None
+    answers: list[str] | None = None
+
+
 async def decide(
-    s: AsyncSession,
-    human: Principal,
-    request_id: str,
-    *,
-    decision: str,
-    note: str | None,
-    always: bool,
-    grant_pattern: str | None,
-    answers: list[str] | None,
+    s: AsyncSession, human: Principal, request_id: str, choice: Choice
 ) -> PermissionOut:
     """A decider of the request's session approves or denies it (once)."""
+    decision, note, always = choice.decision, choice.note, choice.always
+    grant_pattern, answers = choice.grant_pattern, choice.answers
     what = f"permission request '{request_id}'"
     now = utcnow()
     found = (

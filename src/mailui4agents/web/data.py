@@ -41,6 +41,7 @@ from mailui4agents.wire.models import to_json
 # What the web layer raises for a caller's mistake (status, code, message, field),
 # and everything a page catches: services raise domain errors (domain/errors.py).
 ServiceError = ApiError
+Choice = permission_decisions.Choice  # what a decider chose, as the pages send it
 Refusal = (ApiError, DomainError)
 
 
@@ -171,29 +172,10 @@ async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, 
         return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
 
 
-async def decide(
-    gw: Gateway,
-    who: Principal,
-    request_id: str,
-    *,
-    decision: str,
-    note: str | None,
-    always: bool,
-    grant_pattern: str | None,
-    answers: list[str] | None,
-) -> dict[str, Any]:
-    content.check_decision(gw.settings, note, grant_pattern, answers)
+async def decide(gw: Gateway, who: Principal, request_id: str, choice: Choice) -> dict[str, Any]:
+    content.check_decision(gw.settings, choice.note, choice.grant_pattern, choice.answers)
     async with gw.write() as s:
-        out = await permission_decisions.decide(
-            s,
-            who,
-            request_id,
-            decision=decision,
-            note=note,
-            always=always,
-            grant_pattern=grant_pattern,
-            answers=answers,
-        )
+        out = await permission_decisions.decide(s, who, request_id, choice)
     return to_json(out)
 
 

@@ -421,16 +421,8 @@ async def decide(request: Request, request_id: str) -> Response:
             raise data.ServiceError(
                 400, "invalid_value", "decision is approve, deny or always", field="decision"
             )
-        out = await data.decide(
-            gw,
-            user.principal,
-            request_id,
-            decision=decision,
-            note=note,
-            always=always,
-            grant_pattern=pattern if always else None,
-            answers=answers,
-        )
+        chose = data.Choice(decision, note, always, pattern if always else None, answers)
+        out = await data.decide(gw, user.principal, request_id, chose)
     except data.Refusal as err:
         return _error(request, user, err)
     return _done(request, auth.safe_next(_text(form, "next") or "/approvals"), out)
