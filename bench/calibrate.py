@@ -33,6 +33,12 @@ import httpx
 from stats import pct
 
 
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far (utime + stime of all its threads, /proc/PID/stat), s."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 

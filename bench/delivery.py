@@ -10,7 +10,7 @@ Measures:
 Usage: .venv/bin/python bench/delivery.py [--sequential 300] [--agents 50]
        [--deliveries 500] [--senders 8] [--per-sender 250] [--streams 200]
        [--database-url postgresql://user@host:port/empty_db]
-       [--profile OUT.txt]   (py-spy on the gateway during phases 1-3)
+       [--profile OUT.txt] [--profile-streams OUT.txt]   (py-spy on the gateway: phases 1-3, 4)
 Prints its figures, each with its ratio to the same run's calibration
 (bench/calibrate.py), and the machine conditions; it is not a test.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import shutil
 import subprocess
@@ -26,10 +27,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from calibrate import calibrate, load, machine  # bench/: the script's folder is on sys.path
+from calibrate import calibrate, cpu_s, load, machine  # bench/: the script's folder is on sys.path
 from mailui4agents.client.sse import SSEParser
 from mailui4agents.testing import GatewayProcess, clean_env
 from stats import pct, summary
@@ -152,9 +154,12 @@ async def listen_forever(url: str, key: str, streams: int) -> None:
     await asyncio.gather(*tasks)
 
 
-async def with_streams(url: str, ana: str, key: str, streams: int, n: int) -> list[float]:
+async def with_streams(
+    url: str, ana: str, key: str, streams: int, n: int, gateway_pid: int, profile: Any = None
+) -> tuple[list[float], float]:
     """Sequential sends to agent0 while `streams` SSE streams of agent0 are open
-    (held by a child process)."""
+    (held by a child process): their latencies, and the gateway's CPU ms per
+    send (which the child's reading, on the same cores, does not inflate)."""
     child = None
     if streams:
         child = await asyncio.create_subprocess_exec(
@@ -166,7 +171,13 @@ async def with_streams(url: str, ana: str, key: str, streams: int, n: int) -> li
         assert line.strip() == b"ready", line
     try:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-            return await sequential(http, ana, n)
+            spy = profile() if profile is not None else None
+            before = cpu_s(gateway_pid)
+            latencies = await sequential(http, ana, n)
+            used = cpu_s(gateway_pid) - before
+            if spy is not None:
+                stop_profile(spy)
+            return latencies, used * 1000 / n
     finally:
         if child is not None:
             child.terminate()
@@ -209,6 +220,7 @@ async def main() -> None:
         "--database-url", default=None, help="an EMPTY PostgreSQL database (default: SQLite)"
     )
     ap.add_argument("--profile", help="write py-spy's top functions (phases 1-3) to this file")
+    ap.add_argument("--profile-streams", help="the same for phase 4 with the streams open")
     args = ap.parse_args()
     print(machine(), flush=True)
 
@@ -235,8 +247,15 @@ async def main() -> None:
             count, elapsed = await throughput(gw.url, ana, args.senders, args.per_sender)
             if spy is not None:
                 stop_profile(spy)
-            none = await with_streams(gw.url, ana, keys[0], 0, args.sequential)
-            many = await with_streams(gw.url, ana, keys[0], args.streams, args.sequential)
+            assert gw.proc is not None
+            pid = gw.proc.pid
+            none, none_cpu = await with_streams(gw.url, ana, keys[0], 0, args.sequential, pid)
+            profile = None
+            if args.profile_streams:
+                profile = functools.partial(start_profile, gw, args.profile_streams)
+            many, many_cpu = await with_streams(
+                gw.url, ana, keys[0], args.streams, args.sequential, pid, profile
+            )
         finally:
             if spy is not None and spy.poll() is None:
                 spy.kill()
@@ -260,6 +279,10 @@ async def main() -> None:
     print(summary("send latency, no SSE stream open", none))
     print(summary(f"send latency, {args.streams} SSE streams of the recipient open", many))
     print(f"p50 ratio, {args.streams} streams / none: {pct(many, 50) / pct(none, 50):.2f}")
+    print(
+        f"gateway CPU per send, none / {args.streams} streams open: {none_cpu:.2f} / "
+        f"{many_cpu:.2f} ms = {(many_cpu - none_cpu) * 1000 / args.streams:.1f} us a stream"
+    )
     print(f"loadavg at the end: {load()}")
 
 

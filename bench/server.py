@@ -34,7 +34,7 @@ from statistics import median
 
 import httpx
 
-from calibrate import load, machine
+from calibrate import cpu_s, load, machine
 
 ADMIN_PASSWORD = "bench-admin-password"
 HERE = Path(__file__).resolve().parent.parent / "src"
@@ -52,11 +52,6 @@ parser = with_header_limits(settings.header_timeout_s) if http == "httptools" el
 uvicorn.run(create_app(settings), host="127.0.0.1", port=int(port), loop=loop, http=parser,
             log_level="warning")
 """
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
