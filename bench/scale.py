@@ -230,7 +230,7 @@ _INBOX = (
     "WHERE mail_recipients.name = ? {unread}ORDER BY {order} DESC LIMIT 51"
 )
 UNREAD = "AND mail_recipients.read_at IS NULL "
-PLANS = (  # services/mail.inbox before migration 0008 (mails.seq) and after
+PLANS = (  # services/reading.inbox before migration 0008 (mails.seq) and after
     ("inbox, ORDER BY mails.seq", _INBOX.format(unread="", order="mails.seq")),
     ("unread, ORDER BY mails.seq", _INBOX.format(unread=UNREAD, order="mails.seq")),
     ("inbox, ORDER BY mail_recipients.mail_seq",

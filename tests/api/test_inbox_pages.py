@@ -1,5 +1,5 @@
 """Inbox and mailbox pages: keyset pagination on the recipient row's mail_seq
-(services/mail.inbox, migration 0008) keeps each list's order and gives every
+(services/reading.inbox, migration 0008) keeps each list's order and gives every
 mail exactly once across pages, for all and for unread mail."""
 
 from __future__ import annotations

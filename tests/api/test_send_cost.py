@@ -322,7 +322,7 @@ async def _listing_counts(
     return list(served.statements.writer), list(served.statements.reader)
 
 
-# A page of mail on the writer (services/mail.page_of): its mails with their
+# A page of mail on the writer (services/reading.page_of): its mails with their
 # sessions and, in a column of each row, their recipients (one SELECT), the
 # read log (one INSERT … SELECT); a SELECT more for the attachments of the
 # mails that have some; a thread first looks its anchor up with the read rule

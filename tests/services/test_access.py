@@ -94,7 +94,7 @@ def may_read(world: World, who: str, admin: bool, scope: str | None, target: str
 @pytest.mark.parametrize("seed", [3, 17, 2026])
 async def test_can_read_equals_readable_ids_and_the_rule(api: Api, seed: int) -> None:
     """And `may_read`, the same rule as a test of one row, with values or bound
-    (`may_read_sql` + `sql_params`, services/mail.thread's statement)."""
+    (`may_read_sql` + `sql_params`, services/reading.thread's statement)."""
     world = await build(api, random.Random(seed), count=10)
     sids = sorted(world.workspace)
     checked = 0
@@ -131,7 +131,7 @@ async def test_can_read_equals_readable_ids_and_the_rule(api: Api, seed: int) ->
 
 @pytest.mark.parametrize("seed", [5, 2027])
 async def test_can_read_mail_equals_its_sql_form_on_every_mail(api: Api, seed: int) -> None:
-    """`may_read_mail` and its bound form (services/mail.read_mail's statement)
+    """`may_read_mail` and its bound form (services/reading.read_mail's statement)
     against `can_read_mail`
     for every reader, scope and mail, and against the rule: an unscoped agent
     reads exactly the mails addressed to it."""

@@ -12,7 +12,15 @@ from mailui4agents.api.pages import json_object, json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import error_from_validation
-from mailui4agents.services import access, agents, content, identity, mail, platform_sessions
+from mailui4agents.services import (
+    access,
+    agents,
+    content,
+    identity,
+    mail,
+    platform_sessions,
+    reading,
+)
 from mailui4agents.wire.models import (
     Duplicate,
     HeartbeatOut,
@@ -120,7 +128,7 @@ async def inbox(
     """Bodies are previews (`inbox_preview_chars`, `body_truncated: true`) unless
     `body_limit` says how much to keep (0 = whole bodies); read one mail for all of it."""
     async with gw.write() as s:
-        items, nxt = await mail.inbox(
+        items, nxt = await reading.inbox(
             s,
             who,
             status=status,
@@ -137,7 +145,7 @@ async def inbox(
 @router.post("/inbox/read", response_model=Marked)
 async def mark_read(body: MarkRead, who: Agent, gw: GatewayDep) -> Marked:
     async with gw.write() as s:
-        n = await mail.mark_read_request(
+        n = await reading.mark_read_request(
             s,
             who,
             str(body.session_id) if body.session_id else None,
@@ -156,7 +164,7 @@ async def read_mail(
 ) -> Response:
     async with gw.write() as s:
         reader = await access.reader(s, who, session_id)
-        item = await mail.read_mail(s, reader, mail_id, body_limit=body_limit)
+        item = await reading.read_mail(s, reader, mail_id, body_limit=body_limit)
     return json_object(item)
 
 
@@ -173,5 +181,5 @@ async def thread(
 ) -> Response:
     async with gw.write() as s:
         reader = await access.reader(s, who, session_id)
-        items, nxt = await mail.thread(s, reader, mail_id, limit=limit, cursor=cursor)
+        items, nxt = await reading.thread(s, reader, mail_id, limit=limit, cursor=cursor)
     return json_page(items, nxt)

@@ -10,7 +10,7 @@ from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import json_object, json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import Limit, MailCreate
-from mailui4agents.services import access, content, mail
+from mailui4agents.services import access, content, mail, reading
 from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page
 
 router = APIRouter(prefix="/api/v1", tags=["mail"])
@@ -60,7 +60,7 @@ async def mailbox(
     """Bodies are previews (`inbox_preview_chars`) unless `body_limit` says how
     much to keep (0 = whole bodies)."""
     async with gw.write() as s:
-        items, nxt = await mail.inbox(
+        items, nxt = await reading.inbox(
             s,
             who,
             status=status,
@@ -78,7 +78,7 @@ async def mailbox(
 @router.get("/mail/{mail_id}", response_model=MailOut, response_model_exclude_unset=True)
 async def read_mail(mail_id: str, who: Human, gw: GatewayDep) -> Response:
     async with gw.write() as s:
-        item = await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
+        item = await reading.read_mail(s, access.Reader(who), mail_id, body_limit=None)
     return json_object(item)
 
 
@@ -89,5 +89,7 @@ async def thread(
     mail_id: str, who: Human, gw: GatewayDep, limit: Limit = 50, cursor: str | None = None
 ) -> Response:
     async with gw.write() as s:
-        items, nxt = await mail.thread(s, access.Reader(who), mail_id, limit=limit, cursor=cursor)
+        items, nxt = await reading.thread(
+            s, access.Reader(who), mail_id, limit=limit, cursor=cursor
+        )
     return json_page(items, nxt)

@@ -144,7 +144,7 @@ class RecipientRow(Base):
     __table_args__ = (
         UniqueConstraint("mail_seq", "name"),
         # A reader's inbox, newest first, walks one of these in order (no sort):
-        # services/mail.inbox orders by mail_recipients.mail_seq (bench/scale.py).
+        # services/reading.inbox orders by mail_recipients.mail_seq (bench/scale.py).
         Index("ix_mail_recipients_name_mail_seq", "name", "mail_seq"),
         Index("ix_mail_recipients_name_read_at_mail_seq", "name", "read_at", "mail_seq"),
         # The sessions a name received mail in, from the index alone (access.sessions_of).

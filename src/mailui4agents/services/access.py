@@ -83,7 +83,7 @@ _SCOPED = SessionRow.__table__.alias()
 
 Who = str | BindParameter[str]
 """A name or a workspace in the rule: a value, or a bind parameter of a
-statement built once (services/mail.py: `may_read_sql`, `Reader.sql_params`)."""
+statement built once (services/reading.py: `may_read_sql`, `Reader.sql_params`)."""
 
 
 def takes_part(

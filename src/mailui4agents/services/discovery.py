@@ -26,7 +26,7 @@ from mailui4agents.db.types import UTCDateTime
 from mailui4agents.domain.addresses import AddressError, format_parts
 from mailui4agents.domain.errors import not_found
 from mailui4agents.domain.results import Duplicate, Sent
-from mailui4agents.services import access, content, mail
+from mailui4agents.services import access, content, mail, reading
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.views import MailContext, session_address
 from mailui4agents.settings import Settings
@@ -411,8 +411,8 @@ async def forward(
     """
     content.check_text("note", note, settings.text_max_bytes)
     access.require_scope(reader, "forwarding")
-    ctx = await mail.readable(s, reader, mail_id)
-    await mail.record_reads(s, reader.principal, [ctx], reader.scope_id, "forward")
+    ctx = await reading.readable(s, reader, mail_id)
+    await reading.record_reads(s, reader.principal, [ctx], reader.scope_id, "forward")
     return await mail.send_mail(
         s,
         settings,

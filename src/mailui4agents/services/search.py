@@ -43,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db import fts
 from mailui4agents.db.tables import MailRow, SessionRow
 from mailui4agents.domain.errors import invalid_value
-from mailui4agents.services import access, mail
+from mailui4agents.services import access, reading
 from mailui4agents.services.views import PAGE_MAIL_COLUMNS
 from mailui4agents.wire.models import JsonObject
 
@@ -181,10 +181,10 @@ async def search(
     # Per row, not `IN (readable sessions)`: newest first, the search visits few
     # rows before its limit, and the set of a busy reader's sessions is costly.
     conditions: list[ColumnElement[bool]] = [reader.may_read(MailRow.session_id)]
-    after = mail.parse_cursor(cursor)
+    after = reading.parse_cursor(cursor)
     if after is not None:
         conditions.append(MailRow.seq < after)
-    columns = mail.page_columns(False)
+    columns = reading.page_columns(False)
     fts_snippet: Any = None
     order: Any = MailRow.seq.desc()
     mails: Any = MailRow.__table__
@@ -232,7 +232,7 @@ async def search(
     else:
         snippets = [make_snippet(r[_BODY_AT], terms.words) for r in found[:limit]]
         rows = list(found)
-    items, more = await mail.page_of(
+    items, more = await reading.page_of(
         s, reader.principal, rows, limit,
         scope_session_id=reader.scope_id, action="search", body_limit=None, newest_first=True,
     )  # fmt: skip

@@ -174,7 +174,7 @@ PAGE_MAIL_COLUMNS = (
     "recipients",
     "has_files",
 )
-"""The columns of a page's mail rows, in order (services/mail.py selects them)."""
+"""The columns of a page's mail rows, in order (services/reading.py selects them)."""
 RECIPIENTS_AT = PAGE_MAIL_COLUMNS.index("recipients")
 HAS_FILES_AT = PAGE_MAIL_COLUMNS.index("has_files")
 
@@ -193,7 +193,7 @@ class People:
 def page_people(rows: Iterable[Sequence[Any]], files: Iterable[Sequence[Any]]) -> dict[int, People]:
     """Each page row's people, by mail seq: its recipients from the row's
     `recipients` column (lines of `role position unread-row-id-or-dash name`,
-    services/mail._recipients_of_mail) in position order, and its attachments
+    services/reading._recipients_of_mail) in position order, and its attachments
     from `files` (seq, id, name, size, content type, sha256; in order)."""
     out: dict[int, People] = {}
     for row in rows:

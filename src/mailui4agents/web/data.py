@@ -30,6 +30,7 @@ from mailui4agents.services import (
     mail,
     permission_decisions,
     permissions,
+    reading,
     session_view,
     sessions,
 )
@@ -100,7 +101,7 @@ async def session_list(gw: Gateway, who: Principal, status: str | None) -> list[
 async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[dict[str, Any]]:
     """Mail addressed to `who`, newest first, with body previews."""
     async with gw.write() as s:
-        items, _ = await mail.inbox(
+        items, _ = await reading.inbox(
             s,
             who,
             status="all",
@@ -137,10 +138,10 @@ async def session(gw: Gateway, who: Principal, session_id: str) -> tuple[dict[st
 async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
     """Every mail of the session, oldest first; marks them read for `who`."""
     async with gw.write() as s:
-        items, _ = await mail.session_thread(
+        items, _ = await reading.session_thread(
             s, access.Reader(who), session_id, limit=MAX_THREAD, cursor=None
         )
-        await mail.mark_read_request(s, who, session_id, None)
+        await reading.mark_read_request(s, who, session_id, None)
     return items
 
 
@@ -169,7 +170,7 @@ async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, A
 
 async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, Any]:
     async with gw.write() as s:
-        return await mail.read_mail(s, access.Reader(who), mail_id, body_limit=None)
+        return await reading.read_mail(s, access.Reader(who), mail_id, body_limit=None)
 
 
 async def decide(gw: Gateway, who: Principal, request_id: str, choice: Choice) -> dict[str, Any]:
