@@ -58,14 +58,7 @@ async def append(
     s: AsyncSession, principals: Iterable[str], type_: str, data: Payload | None
 ) -> None:
     """Add one event per principal, in one statement; they are notified after the commit."""
-    data = _json(data)
     await append_rows(s, [(p, type_, data) for p in principals])
-
-
-async def append_each(s: AsyncSession, type_: str, rows: Sequence[tuple[str, Payload]]) -> None:
-    """One event of `type_` per (principal, data), in one statement: a mail to 100
-    recipients made 100 round trips inside the write transaction."""
-    await append_rows(s, [(p, type_, d) for p, d in rows])
 
 
 async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
@@ -78,10 +71,15 @@ async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
     if not events:
         return
     now = utcnow()
-    await s.execute(
-        _INSERT_EVENTS,
-        [{"principal": p, "type": t, "data": _json(d), "created_at": now} for p, t, d in events],
-    )
+    # One payload is often every recipient's (a decision to the agent and each
+    # decider): dumped to JSON once, by identity (`events` keeps each alive).
+    dumped: dict[int, JsonObject | None] = {}
+    rows = []
+    for p, t, d in events:
+        if id(d) not in dumped:
+            dumped[id(d)] = _json(d)
+        rows.append({"principal": p, "type": t, "data": dumped[id(d)], "created_at": now})
+    await s.execute(_INSERT_EVENTS, rows)
     s.info.setdefault("notify", set()).update(p for p, _, _ in events)
 
 

@@ -292,15 +292,6 @@ async def remove_decider(s: AsyncSession, session: SessionRow, name: str) -> Non
     )
 
 
-def agent_owner_names(agent_name: str) -> Select[Any]:
-    """The usernames owning the agent `agent_name`."""
-    return (
-        select(AgentOwnerRow.username)
-        .join(AgentRow, AgentRow.id == AgentOwnerRow.agent_id)
-        .where(AgentRow.name == agent_name)
-    )
-
-
 @dataclass(frozen=True)
 class Reader:
     """What one caller may see and do, for one request.

@@ -9,8 +9,9 @@ to it, and attach only its own uploads). Anyone else is told it does not exist.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import (
@@ -26,7 +27,7 @@ from mailui4agents.domain.uploads import safe_content_type, safe_filename
 from mailui4agents.services import access, blobs
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import attachment_out
-from mailui4agents.wire.models import AttachmentRef
+from mailui4agents.wire.models import AttachmentRef, JsonObject
 
 
 async def create(
@@ -136,17 +137,53 @@ def link(s: AsyncSession, mail_seq: int, rows: Sequence[AttachmentRow]) -> None:
     )
 
 
+def _of_mails(*columns: Any) -> Select[Any]:
+    """`columns` of the attachments of the mails `seqs` (a parameter), each
+    row led by its mail's seq, in each mail's order: one statement."""
+    return (
+        select(MailAttachmentRow.mail_seq, *columns)
+        .join(AttachmentRow, AttachmentRow.id == MailAttachmentRow.attachment_id)
+        .where(MailAttachmentRow.mail_seq.in_(bindparam("seqs", expanding=True)))
+        .order_by(MailAttachmentRow.mail_seq, MailAttachmentRow.position)
+    )
+
+
+_ROWS_OF_MAILS = _of_mails(AttachmentRow)
+_REFS_OF_MAILS = _of_mails(
+    AttachmentRow.id,
+    AttachmentRow.name,
+    AttachmentRow.size,
+    AttachmentRow.content_type,
+    AttachmentRow.sha256,
+)
+
+
 async def for_mails(s: AsyncSession, seqs: Sequence[int]) -> dict[int, list[AttachmentRow]]:
     """The attachments of many mails in one query, in each mail's order."""
     out: dict[int, list[AttachmentRow]] = {seq: [] for seq in seqs}
     if not seqs:
         return out
-    rows = await s.execute(
-        select(MailAttachmentRow.mail_seq, AttachmentRow)
-        .join(AttachmentRow, AttachmentRow.id == MailAttachmentRow.attachment_id)
-        .where(MailAttachmentRow.mail_seq.in_(list(seqs)))
-        .order_by(MailAttachmentRow.mail_seq, MailAttachmentRow.position)
-    )
-    for seq, att in rows:
+    for seq, att in await s.execute(_ROWS_OF_MAILS, {"seqs": list(seqs)}):
         out[seq].append(att)
+    return out
+
+
+async def refs_for_mails(s: AsyncSession, seqs: Sequence[int]) -> dict[int, list[JsonObject]]:
+    """The same as JSON objects, as a mail lists them (views.attachment_out's
+    AttachmentRef, key for key), without ORM objects: a page of mail's form.
+    Mails without attachments are left out."""
+    out: dict[int, list[JsonObject]] = {}
+    if not seqs:
+        return out
+    found = await s.execute(_REFS_OF_MAILS, {"seqs": list(seqs)})
+    for seq, att_id, name, size, content_type, sha256 in found:
+        out.setdefault(seq, []).append(
+            {
+                "attachment_id": att_id,
+                "name": name,
+                "size": size,
+                "content_type": content_type,
+                "sha256": sha256,
+            }
+        )
     return out

@@ -412,7 +412,7 @@ async def forward(
     content.check_text("note", note, settings.text_max_bytes)
     access.require_scope(reader, "forwarding")
     ctx = await reading.readable(s, reader, mail_id)
-    await reading.record_reads(s, reader.principal, [ctx], reader.scope_id, "forward")
+    await reading.record_reads(s, reader.principal, [ctx.mail.seq], reader.scope_id, "forward")
     return await mail.send_mail(
         s,
         settings,

@@ -5,6 +5,7 @@ writes (docs/access.md). Sending is services/mail.py."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any, cast
 
@@ -24,7 +25,6 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import (
-    AttachmentRow,
     MailAttachmentRow,
     MailRow,
     ReadLogRow,
@@ -33,7 +33,7 @@ from mailui4agents.db.tables import (
 )
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import Missing, invalid_value, not_found
-from mailui4agents.services import access
+from mailui4agents.services import access, attachments
 from mailui4agents.services.mail import contexts
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import (
@@ -46,7 +46,7 @@ from mailui4agents.services.views import (
 from mailui4agents.wire.models import JsonObject
 
 # Core statements on the tables (no ORM bulk path, built once): the read log's
-# rows, one executemany per read; a page's read state, one UPDATE.
+# rows, one INSERT … SELECT per read (_page_read_log); a page's read state, one UPDATE.
 _READ_LOG = insert(ReadLogRow.__table__)  # type: ignore[arg-type]
 _MARK_READ = (
     update(RecipientRow.__table__)  # type: ignore[arg-type]
@@ -58,29 +58,25 @@ _MARK_READ = (
 async def record_reads(
     s: AsyncSession,
     reader: Principal,
-    ctxs: Sequence[MailContext],
+    seqs: Sequence[int],
     scope_session_id: str | None,
     action: str,
+    at: datetime | None = None,
+    newest_first: bool = False,
 ) -> None:
-    """Every read is recorded, so an out-of-scope read can be told from a normal one."""
-    if not ctxs:
+    """Every read is recorded, so an out-of-scope read can be told from a normal
+    one: a row per mail `seqs` names, in one statement (_page_read_log)."""
+    if not seqs:
         return
-    now = utcnow()
-    await s.execute(
-        _READ_LOG,
-        [
-            {
-                "reader": reader.name,
-                "reader_kind": reader.kind,
-                "mail_id": c.mail.id,
-                "session_id": c.session.id,
-                "scope_session_id": scope_session_id,
-                "action": action,
-                "at": now,
-            }
-            for c in ctxs
-        ],
-    )
+    log = {
+        "log_reader": reader.name,
+        "log_kind": reader.kind,
+        "log_scope": scope_session_id,
+        "log_action": action,
+        "log_at": at or utcnow(),
+        "seqs": list(seqs),
+    }
+    await s.execute(_page_read_log(newest_first), log)
 
 
 def parse_cursor(value: str | None) -> int | None:
@@ -97,15 +93,18 @@ def parse_cursor(value: str | None) -> int | None:
 
 # -- pages: inbox, mailbox, thread (services/views.page_items builds them) -----------
 #
-# A page is three statements on the writer whatever its length: the mails with
-# their sessions (Core columns, no ORM objects), their recipients and
-# attachments (one UNION ALL), the read log (one executemany); a thread adds
-# the anchor's look-up with the read rule in it. The statements are built once
-# per shape (below) and only their parameters change.
+# A page is two statements on the writer whatever its length: the mails with
+# their sessions and, in a column of each row, their recipients (Core columns,
+# no ORM objects), then the read log (one INSERT … SELECT); a SELECT more for
+# the attachments when some mail has any (attachments.refs_for_mails); a thread
+# adds the anchor's look-up with the read rule in it. The statements are built
+# once per shape (below) and only their parameters change.
 
 
-def page_columns(preview: bool) -> list[Any]:
-    """PAGE_MAIL_COLUMNS of MailRow joined to SessionRow (a page's SELECT list)."""
+@cache
+def page_columns(preview: bool) -> tuple[Any, ...]:
+    """PAGE_MAIL_COLUMNS of MailRow joined to SessionRow (a page's SELECT list),
+    built once: search adds to it on each request (its statement varies)."""
     body: Any = MailRow.body
     if preview:  # enough to tell a longer body: a preview never carries a 1 MB body
         body = func.substr(MailRow.body, 1, bindparam("body_chars", type_=Integer))
@@ -133,7 +132,7 @@ def page_columns(preview: bool) -> list[Any]:
         .label("has_files"),
     }
     assert tuple(cols) == PAGE_MAIL_COLUMNS
-    return list(cols.values())
+    return tuple(cols.values())
 
 
 _RECIPIENTS = RecipientRow.__table__.alias()  # never the outer query's (an inbox's own row)
@@ -251,24 +250,6 @@ def _page_read_log(newest_first: bool) -> Any:
     return _READ_LOG.from_select(columns, mails)
 
 
-@cache
-def _files_stmt() -> Any:
-    """The attachments of a page's mails that have some (views.page_people)."""
-    return (
-        select(
-            MailAttachmentRow.mail_seq,
-            AttachmentRow.id,
-            AttachmentRow.name,
-            AttachmentRow.size,
-            AttachmentRow.content_type,
-            AttachmentRow.sha256,
-        )
-        .join(AttachmentRow, AttachmentRow.id == MailAttachmentRow.attachment_id)
-        .where(MailAttachmentRow.mail_seq.in_(bindparam("seqs", expanding=True)))
-        .order_by(MailAttachmentRow.mail_seq, MailAttachmentRow.position)
-    )
-
-
 async def _rows(
     s: AsyncSession, stmt: Select[Any], params: dict[str, Any], limit: int
 ) -> Sequence[Sequence[Any]]:
@@ -299,18 +280,9 @@ async def page_of(
         return [], None
     seqs = [r[0] for r in rows]
     with_files = [r[0] for r in rows if r[HAS_FILES_AT]]
-    files = (await s.execute(_files_stmt(), {"seqs": with_files})).all() if with_files else []
-    people = page_people(rows, files)
+    people = page_people(rows, await attachments.refs_for_mails(s, with_files))
     now = utcnow()
-    log = {
-        "log_reader": reader.name,
-        "log_kind": reader.kind,
-        "log_scope": scope_session_id,
-        "log_action": action,
-        "log_at": now,
-        "seqs": seqs,
-    }
-    await s.execute(_page_read_log(newest_first), log)
+    await record_reads(s, reader, seqs, scope_session_id, action, now, newest_first)
     items = page_items(rows, people, reader.name, body_limit)  # read state as listed
     if mark:
         ids = [rid for p in people.values() if (rid := p.unread.get(reader.name)) is not None]

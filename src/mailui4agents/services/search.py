@@ -44,13 +44,12 @@ from mailui4agents.db import fts
 from mailui4agents.db.tables import MailRow, SessionRow
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, reading
-from mailui4agents.services.views import PAGE_MAIL_COLUMNS
+from mailui4agents.services.views import BODY_AT
 from mailui4agents.wire.models import JsonObject
 
 MARK = "**"  # around matched words in snippets (bodies are text/markdown)
 SNIPPET_TOKENS = 16  # FTS5 snippet() length in tokens
 SNIPPET_CHARS = 60  # fallback snippet: characters on each side of the first hit
-_BODY_AT = PAGE_MAIL_COLUMNS.index("body")
 
 # Ideographs, kana, Thai, Lao, Khmer, Myanmar: no spaces between words.
 _UNSPACED = re.compile(
@@ -184,7 +183,7 @@ async def search(
     after = reading.parse_cursor(cursor)
     if after is not None:
         conditions.append(MailRow.seq < after)
-    columns = reading.page_columns(False)
+    columns = list(reading.page_columns(False))
     fts_snippet: Any = None
     order: Any = MailRow.seq.desc()
     mails: Any = MailRow.__table__
@@ -230,7 +229,7 @@ async def search(
         snippets = [r[-1] for r in found[:limit]]
         rows = [r[:-1] for r in found]
     else:
-        snippets = [make_snippet(r[_BODY_AT], terms.words) for r in found[:limit]]
+        snippets = [make_snippet(r[BODY_AT], terms.words) for r in found[:limit]]
         rows = list(found)
     items, more = await reading.page_of(
         s, reader.principal, rows, limit,

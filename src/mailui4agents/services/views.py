@@ -175,6 +175,7 @@ PAGE_MAIL_COLUMNS = (
     "has_files",
 )
 """The columns of a page's mail rows, in order (services/reading.py selects them)."""
+BODY_AT = PAGE_MAIL_COLUMNS.index("body")
 RECIPIENTS_AT = PAGE_MAIL_COLUMNS.index("recipients")
 HAS_FILES_AT = PAGE_MAIL_COLUMNS.index("has_files")
 
@@ -190,11 +191,13 @@ class People:
     attachments: list[JsonObject] = field(default_factory=list)
 
 
-def page_people(rows: Iterable[Sequence[Any]], files: Iterable[Sequence[Any]]) -> dict[int, People]:
+def page_people(
+    rows: Iterable[Sequence[Any]], files: dict[int, list[JsonObject]]
+) -> dict[int, People]:
     """Each page row's people, by mail seq: its recipients from the row's
     `recipients` column (lines of `role position unread-row-id-or-dash name`,
     services/reading._recipients_of_mail) in position order, and its attachments
-    from `files` (seq, id, name, size, content type, sha256; in order)."""
+    from `files` (by seq, as attachments.refs_for_mails gives them)."""
     out: dict[int, People] = {}
     for row in rows:
         p = out[row[0]] = People()
@@ -207,16 +210,8 @@ def page_people(rows: Iterable[Sequence[Any]], files: Iterable[Sequence[Any]]) -
             (p.to if role == "to" else p.cc).append(name)
             if unread != "-":
                 p.unread[name] = int(unread)
-    for seq, att_id, name, size, content_type, sha256 in files:
-        out[seq].attachments.append(
-            {
-                "attachment_id": att_id,
-                "name": name,
-                "size": size,
-                "content_type": content_type,
-                "sha256": sha256,
-            }
-        )
+    for seq, refs in files.items():
+        out[seq].attachments = refs
     return out
 
 
