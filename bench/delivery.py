@@ -172,11 +172,13 @@ async def with_streams(
     try:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             spy = profile() if profile is not None else None
-            before = cpu_s(gateway_pid)
-            latencies = await sequential(http, ana, n)
-            used = cpu_s(gateway_pid) - before
-            if spy is not None:
-                stop_profile(spy)
+            try:
+                before = cpu_s(gateway_pid)
+                latencies = await sequential(http, ana, n)
+                used = cpu_s(gateway_pid) - before
+            finally:
+                if spy is not None:
+                    stop_profile(spy)
             return latencies, used * 1000 / n
     finally:
         if child is not None:

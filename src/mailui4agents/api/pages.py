@@ -26,8 +26,7 @@ def json_page(items: list[JsonObject], next_cursor: str | None) -> Response:
     """A page whose items are JSON objects already (services/views.page_items):
     the bytes the route's `response_model` would send, without building and
     validating the models twice (FastAPI sends a returned Response as it is)."""
-    body = pydantic_core.to_json({"items": items, "next_cursor": next_cursor})
-    return Response(content=body, media_type="application/json")
+    return json_object({"items": items, "next_cursor": next_cursor})
 
 
 def json_object(item: JsonObject) -> Response:

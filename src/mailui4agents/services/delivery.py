@@ -88,32 +88,19 @@ async def deliver(
     # One statement for all recipients: row by row, a mail to 100 recipients
     # made 100 round trips inside the one write transaction. Nothing is read
     # back: the rows are what was written (ids are never shown).
-    rows = [
-        RecipientRow(
-            mail_seq=mail.seq,
-            session_id=session.id,
-            name=n,
-            is_human=h,
-            role=role,
-            position=i,
-            read_at=None,
-        )
+    written = [
+        {
+            "mail_seq": mail.seq,
+            "session_id": session.id,
+            "name": n,
+            "is_human": h,
+            "role": role,
+            "position": i,
+        }
         for i, (n, h, role) in enumerate(recipients)
     ]
-    await s.execute(
-        _INSERT_RECIPIENTS,
-        [
-            {
-                "mail_seq": r.mail_seq,
-                "session_id": r.session_id,
-                "name": r.name,
-                "is_human": r.is_human,
-                "role": r.role,
-                "position": r.position,
-            }
-            for r in rows
-        ],
-    )
+    await s.execute(_INSERT_RECIPIENTS, written)
+    rows = [RecipientRow(**values, read_at=None) for values in written]
     if files:
         attachments.link(s, mail.seq, files)
         await s.flush()

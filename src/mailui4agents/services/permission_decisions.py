@@ -74,9 +74,9 @@ _SETTLE = (
         decision=bindparam("b_decision"),
         note=bindparam("b_note"),
         answers=bindparam("b_answers"),
-        decided_by=bindparam("b_by"),
-        decided_at=bindparam("b_at"),
-        grant_id=bindparam("b_grant"),
+        decided_by=bindparam("b_decided_by"),
+        decided_at=bindparam("b_decided_at"),
+        grant_id=bindparam("b_grant_id"),
     )
 )
 _INSERT_GRANT = insert(cast(Table, GrantRow.__table__))
@@ -142,31 +142,21 @@ async def decide(
                 "revoked_at": None,
             },
         )
-    status = "approved" if decision == "approve" else "denied"
+    # What the UPDATE writes (each column as b_<column>) and the row then shows.
+    settled = {
+        "status": "approved" if decision == "approve" else "denied",
+        "decision": decision,
+        "note": note,
+        "answers": checked,
+        "decided_by": human.name,
+        "decided_at": now,
+        "grant_id": grant_id,
+    }
     result = await s.execute(
-        _SETTLE,
-        {
-            "b_id": row.id,
-            "b_status": status,
-            "b_decision": decision,
-            "b_note": note,
-            "b_answers": checked,
-            "b_by": human.name,
-            "b_at": now,
-            "b_grant": grant_id,
-        },
+        _SETTLE, {"b_id": row.id, **{f"b_{key}": value for key, value in settled.items()}}
     )
     if not result.rowcount:  # type: ignore[attr-defined]
         raise conflict("request already decided", reason="already_decided")
-    permissions.settled(
-        row,
-        status=status,
-        decision=decision,
-        note=note,
-        answers=checked,
-        decided_by=human.name,
-        decided_at=now,
-        grant_id=grant_id,
-    )
+    permissions.settled(row, **settled)
     await permissions.announce(s, session, row, human.name, True, deciders)
     return permissions.permission_out(row, session)

@@ -84,14 +84,27 @@ def session_address(session: SessionRow, name: str) -> str:
     return format_parts(name, session.workspace, session.alias)
 
 
+def reply_name(reader: str, sender: str, to: Sequence[str]) -> str:
+    """Whom `reader`'s reply goes to: the sender, or, in the sender's own copy,
+    whoever it was sent to (the first of `to`)."""
+    if reader == sender:
+        return to[0] if to else sender
+    return sender
+
+
+def cut_body(body: str, body_limit: int | None) -> tuple[str, bool]:
+    """The body as shown under `body_limit`, and whether it was cut. None or 0
+    means the whole body: 0 once rendered as an empty body and an agent never
+    saw its task's last requirement."""
+    if body_limit and len(body) > body_limit:
+        return body[:body_limit], True
+    return body, False
+
+
 def _delivery(ctx: MailContext, reader: str) -> dict[str, object]:
     mail, session = ctx.mail, ctx.session
     to = ctx.names("to")
-    if reader == mail.from_name:
-        # The sender's own copy: replying goes to whoever it was sent to.
-        reply_to = to[0] if to else mail.from_name
-    else:
-        reply_to = mail.from_name
+    reply_to = reply_name(reader, mail.from_name, to)
     fields: dict[str, object] = {
         "mail_id": mail.id,
         "session_id": session.id,
@@ -121,15 +134,10 @@ def delivery_fields(ctx: MailContext, reader: str) -> NewMailEvent:
 
 
 def mail_out(ctx: MailContext, reader: str, body_limit: int | None = None) -> InboxItem:
-    """MailOut (= InboxItem): the delivery fields plus body and read state.
-
-    `body_limit` None or 0 means the whole body: 0 once rendered as an empty body
-    and an agent never saw its task's last requirement.
-    """
+    """MailOut (= InboxItem): the delivery fields plus body and read state, the
+    body under `body_limit` (cut_body)."""
     mail = ctx.mail
-    body, truncated = mail.body, False
-    if body_limit and len(body) > body_limit:
-        body, truncated = body[:body_limit], True
+    body, truncated = cut_body(mail.body, body_limit)
     rec = ctx.recipient(reader)
     return InboxItem.model_validate(
         {
@@ -267,9 +275,8 @@ def page_items(
             book = books[session_id] = _Addresses(workspace, alias)
         address = book.of
         p = people[seq]
-        # The sender's own copy: replying goes to whoever it was sent to.
-        reply_to = (p.to[0] if p.to else sender) if reader == sender else sender
-        truncated = bool(body_limit) and len(body) > body_limit  # type: ignore[operator]
+        reply_to = reply_name(reader, sender, p.to)
+        body, truncated = cut_body(body, body_limit)
         items.append(
             {
                 "id": mail_id,
@@ -282,7 +289,7 @@ def page_items(
                 "to": [address(n) for n in p.to],
                 "cc": [address(n) for n in p.cc],
                 "subject": subject,
-                "body": body[:body_limit] if truncated else body,
+                "body": body,
                 "body_truncated": truncated,
                 "parent_mail_id": parent,
                 "attachments": p.attachments,
