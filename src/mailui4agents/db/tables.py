@@ -68,6 +68,13 @@ class AgentRow(Base):
     platform: Mapped[str | None] = mapped_column(String(100), nullable=True)
     version: Mapped[str | None] = mapped_column(String(100), nullable=True)
     mode_enforcement: Mapped[str] = mapped_column(String(20), default="advisory")
+    # Where mail may set the agent to work (globs, domain/roots.py), set by its
+    # owners; `workspaces` above is what the agent last reported (its heartbeat),
+    # never a permission. Empty: nowhere (docs/access.md, "Who may set an agent to work").
+    workspace_roots: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # The highest permission mode its owners / its other taskers may ask for.
+    max_mode_owners: Mapped[str] = mapped_column(String(20), default="full")
+    max_mode_taskers: Mapped[str] = mapped_column(String(20), default="workspace")
     heartbeat: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -230,6 +237,10 @@ class GrantRow(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
     tool_name: Mapped[str] = mapped_column(String(200))
     pattern: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # What `pattern` means (domain/grants.py): "exact" (the one approved input),
+    # "prefix" (a command or path prefix) or "every" (every input of the tool;
+    # the pattern-less grants made before migration 0013, and pattern "*").
+    scope: Mapped[str] = mapped_column(String(10), default="prefix")
     created_by: Mapped[str] = mapped_column(String(200))
     request_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -308,6 +319,21 @@ class AgentOwnerRow(Base):
 
     __tablename__ = "agent_owners"
     __table_args__ = (Index("ix_agent_owners_username", "username"),)
+    agent_id: Mapped[str] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+    )
+    username: Mapped[str] = mapped_column(String(200), primary_key=True)
+    added_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AgentTaskerRow(Base):
+    """A human besides the agent's owners who may set it to work: start or
+    continue a mail session with it (docs/access.md, "Who may set an agent to
+    work"). Owners are taskers without a row here."""
+
+    __tablename__ = "agent_taskers"
+    __table_args__ = (Index("ix_agent_taskers_username", "username"),)
     agent_id: Mapped[str] = mapped_column(
         ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
     )
