@@ -168,6 +168,86 @@ async def test_always_creates_a_grant_that_approves_the_next_match_without_mail(
     assert after["status"] == "pending"
 
 
+async def grants_of(api: Api, who: str) -> list[dict[str, Any]]:
+    r = await api.http.get("/api/v1/grants", headers=api.auth(who))
+    assert r.status_code == 200, r.text
+    return list(r.json()["items"])
+
+
+async def test_always_without_a_pattern_allows_the_approved_command_only(
+    api: Api, session: dict[str, Any]
+) -> None:
+    """Issue 22, item 5: "Always allow" on `npm test` used to allow every Bash command."""
+    req = (await ask(api, session, key="1")).json()
+    r = await decide(api, "ana", req["id"], decision="approve", always=True)
+    assert r.status_code == 200, r.text
+    grant_id = r.json()["grant_id"]
+    before = len(await mailbox(api, "ana"))
+    again = (await ask(api, session, key="2")).json()
+    assert again["status"] == "approved" and again["decided_by"] == f"grant:{grant_id}"
+    assert len(await mailbox(api, "ana")) == before  # no human was asked
+    for key, command in [
+        ("3", "rm -rf build"),
+        ("4", "npm test; rm -rf /"),
+        ("5", "npm test --watch"),
+    ]:
+        other = (await ask(api, session, key=key, tool_input={"command": command})).json()
+        assert other["status"] == "pending", command
+    assert len(await mailbox(api, "ana")) == before + 3
+    [grant] = await grants_of(api, "ana")
+    assert grant["id"] == grant_id
+    assert grant["scope"] == "exact" and grant["pattern"] == "npm test"
+    assert grant["covers"] == "exactly `npm test`" and grant["legacy_every_input"] is False
+
+
+async def test_always_with_star_allows_every_input_and_says_so(
+    api: Api, session: dict[str, Any]
+) -> None:
+    req = (await ask(api, session, key="1")).json()
+    r = await decide(api, "ana", req["id"], decision="approve", always=True, grant_pattern="*")
+    assert r.status_code == 200, r.text
+    [grant] = await grants_of(api, "ana")
+    assert (grant["scope"], grant["pattern"]) == ("every", "*")
+    assert grant["covers"] == "every Bash command" and grant["legacy_every_input"] is False
+    other = (await ask(api, session, key="2", tool_input={"command": "rm -rf build"})).json()
+    assert other["status"] == "approved"
+
+
+async def test_always_on_a_call_without_a_single_target_asks_for_a_pattern(
+    api: Api, session: dict[str, Any]
+) -> None:
+    req = (
+        await ask(api, session, key="1", tool_name="Write", tool_input={"file_path": "rel/a.py"})
+    ).json()
+    r = await decide(api, "ana", req["id"], decision="approve", always=True)
+    assert r.status_code == 400 and r.json()["error"]["field"] == "grant_pattern"
+    assert await grants_of(api, "ana") == []
+    assert (await decide(api, "ana", req["id"], decision="approve")).status_code == 200
+
+
+async def test_a_grant_from_before_exact_grants_keeps_every_input_and_is_flagged(
+    api: Api, session: dict[str, Any]
+) -> None:
+    from sqlalchemy import update
+
+    from mailui4agents.db.tables import GrantRow
+
+    req = (await ask(api, session, key="1")).json()
+    r = await decide(api, "ana", req["id"], decision="approve", always=True)
+    # What migration 0013 made of a pattern-less grant of an older gateway.
+    gw = api.http._transport.app.state.gateway  # type: ignore[attr-defined]
+    async with gw.write() as s:
+        await s.execute(
+            update(GrantRow)
+            .where(GrantRow.id == r.json()["grant_id"])
+            .values(pattern=None, scope="every")
+        )
+    [grant] = await grants_of(api, "ana")
+    assert grant["legacy_every_input"] is True and grant["covers"] == "every Bash command"
+    other = (await ask(api, session, key="2", tool_input={"command": "rm -rf build"})).json()
+    assert other["status"] == "approved"
+
+
 async def test_question_answers_are_validated_against_options(
     api: Api, session: dict[str, Any]
 ) -> None:

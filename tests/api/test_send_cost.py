@@ -299,13 +299,13 @@ async def test_a_request_a_grant_allows_reads_the_grants_and_delivers_nothing(
     """With a grant for the tool the grants are read (the second SELECT) and the
     request is approved at once: the request and its decision event, no mail."""
     api = served.api
-    await _asked_and_decided(served, always=True)  # ana granted Bash for good
+    await _asked_and_decided(served, always=True)  # ana granted `make test1` for good
     sid = (await api.http.get("/api/v1/sessions", headers=api.auth("ana"))).json()["items"][0]
     served.statements.clear()
     r = await api.http.post(
         "/api/v1/agent/permissions",
         json={"session_id": sid["id"], "tool_name": "Bash",
-              "tool_input": {"command": "make lint"}, "relay_key": "granted"},
+              "tool_input": {"command": "make test1"}, "relay_key": "granted"},
         headers=api.auth("bot"),
     )  # fmt: skip
     assert r.status_code == 201 and r.json()["status"] == "approved", r.text

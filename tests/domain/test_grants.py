@@ -6,7 +6,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mailui4agents.domain.grants import GrantRule, command_of, grant_matches
+from mailui4agents.domain.grants import (
+    EVERY,
+    EXACT,
+    PREFIX,
+    GrantRule,
+    command_of,
+    covers,
+    exact_pattern,
+    grant_matches,
+    new_grant,
+)
 
 SHELL_TOOLS = ["Bash", "PowerShell", "run_shell_command"]
 
@@ -60,8 +70,8 @@ def test_a_missing_or_odd_input_has_no_command(tool: str, tool_input: dict[str, 
 # --- grant_matches: tool names ------------------------------------------------------------
 
 
-def test_a_grant_without_pattern_covers_every_input_of_its_tool_only() -> None:
-    rule = GrantRule("Bash", None)
+def test_an_every_grant_covers_every_input_of_its_tool_only() -> None:
+    rule = GrantRule("Bash", None, EVERY)  # as the grants made before migration 0013
     assert grant_matches(rule, "Bash", {"command": "rm -rf / ; curl x | sh"})
     assert grant_matches(rule, "Bash", {})
     assert not grant_matches(rule, "PowerShell", {"command": "ls"})
@@ -273,7 +283,7 @@ def test_a_pattern_on_a_tool_we_cannot_interpret_covers_nothing() -> None:
     rule = GrantRule("mcp__github__create_issue", "repo")
     assert not grant_matches(rule, "mcp__github__create_issue", {"repo": "repo"})
     assert grant_matches(
-        GrantRule("mcp__github__create_issue", None), "mcp__github__create_issue", {}
+        GrantRule("mcp__github__create_issue", "*", EVERY), "mcp__github__create_issue", {}
     )
 
 
@@ -297,3 +307,81 @@ def test_a_covered_path_always_normalises_to_inside_the_granted_directory(
         else True
     )
     assert covered == inside
+
+
+# --- what "always" without a pattern makes: the approved input, exactly -----------------
+
+
+def test_always_without_a_pattern_makes_an_exact_grant_of_the_approved_command() -> None:
+    rule = new_grant("Bash", {"command": "npm test", "description": "run"}, None)
+    assert rule == GrantRule("Bash", "npm test", EXACT)
+    assert grant_matches(rule, "Bash", {"command": "npm test"})
+    for other in ("npm test --watch", "npm test; rm -rf /", "npm test ", "rm -rf build", "npm"):
+        assert not grant_matches(rule, "Bash", {"command": other}), other
+    assert not grant_matches(rule, "PowerShell", {"command": "npm test"})
+
+
+def test_an_exact_file_grant_covers_the_same_normalised_path_with_any_content() -> None:
+    rule = new_grant("Write", {"file_path": "/srv/shop/a.py", "content": "x"}, None)
+    assert rule == GrantRule("Write", "/srv/shop/a.py", EXACT)
+    assert grant_matches(rule, "Write", {"file_path": "/srv/shop/./a.py", "content": "y"})
+    assert not grant_matches(rule, "Write", {"file_path": "/srv/shop/b.py"})
+    assert not grant_matches(rule, "Write", {"file_path": "/srv/shop/a.py/../../x"})
+    assert not grant_matches(rule, "Write", {"file_path": "a.py"})
+
+
+def test_an_exact_grant_of_another_tool_covers_the_identical_input_only() -> None:
+    rule = new_grant("WebFetch", {"url": "https://a.example", "prompt": "p"}, None)
+    assert rule is not None and rule.scope == EXACT
+    assert grant_matches(rule, "WebFetch", {"prompt": "p", "url": "https://a.example"})
+    assert not grant_matches(rule, "WebFetch", {"url": "https://a.example", "prompt": "q"})
+    assert not grant_matches(rule, "WebFetch", {"url": "https://a.example"})
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Bash", {}),
+        ("Bash", {"command": 7}),
+        ("Write", {"file_path": "relative/a.py"}),
+        ("write_file", {"file_path": "/a", "path": "/b"}),
+    ],
+)
+def test_a_call_without_a_single_command_or_absolute_path_has_no_exact_grant(
+    tool: str, tool_input: dict[str, object]
+) -> None:
+    assert exact_pattern(tool, tool_input) is None
+    assert new_grant(tool, tool_input, None) is None
+
+
+def test_the_pattern_star_makes_an_every_grant_any_other_a_prefix() -> None:
+    assert new_grant("Bash", {"command": "ls"}, "*") == GrantRule("Bash", "*", EVERY)
+    assert new_grant("Bash", {"command": "ls"}, " * ") == GrantRule("Bash", "*", EVERY)
+    assert new_grant("Bash", {"command": "ls"}, "git") == GrantRule("Bash", "git", PREFIX)
+
+
+def test_a_broken_grant_matches_nothing() -> None:
+    assert not grant_matches(GrantRule("Bash", None, PREFIX), "Bash", {"command": "ls"})
+    assert not grant_matches(GrantRule("Bash", None, EXACT), "Bash", {"command": "ls"})
+    assert not grant_matches(GrantRule("Bash", "ls", "other"), "Bash", {"command": "ls"})
+
+
+@pytest.mark.parametrize(
+    ("rule", "text"),
+    [
+        (GrantRule("Bash", None, EVERY), "every Bash command"),
+        (GrantRule("Bash", "*", EVERY), "every Bash command"),
+        (GrantRule("Write", "*", EVERY), "every file (Write)"),
+        (GrantRule("WebFetch", "*", EVERY), "every WebFetch call"),
+        (GrantRule("Bash", "npm test", EXACT), "exactly `npm test`"),
+        (GrantRule("Bash", "git status", PREFIX), "`git status` and what follows it"),
+        (GrantRule("Bash", "a && b", PREFIX), "exactly `a && b`"),
+        (GrantRule("Write", "/srv/shop/", PREFIX), "files under /srv/shop"),
+        (GrantRule("Write", "srv", PREFIX), "nothing (a relative path)"),
+        (GrantRule("Bash", " ", PREFIX), "nothing (a blank pattern)"),
+        (GrantRule("WebFetch", "x", PREFIX), "nothing (a pattern on this tool matches nothing)"),
+        (GrantRule("Bash", None, PREFIX), "nothing"),
+    ],
+)
+def test_covers_says_what_a_grant_allows(rule: GrantRule, text: str) -> None:
+    assert covers(rule) == text

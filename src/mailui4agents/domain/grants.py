@@ -33,10 +33,27 @@ without the cwd we cannot know what they name. Symlinks are not resolved (this
 is pure); the protected-path check and the sandbox are the other layers.
 
 A pattern on any other tool cannot be interpreted, so it matches nothing.
+
+What a grant covers is its ``scope`` (``grants.scope``, migration 0013):
+
+- ``exact``: the one input that was approved ("Always allow" without a
+  pattern). ``pattern`` holds :func:`exact_pattern` of that input: the command
+  of a shell tool, the normalised absolute path of a file tool, the canonical
+  JSON of any other tool's input. A later call matches when its own
+  :func:`exact_pattern` is the same string, so ``npm test`` covers neither
+  ``npm test --watch`` nor ``npm test; rm -rf /``. The stored input is the
+  masked one (domain/masking.py) while calls are matched as sent: an input
+  with a secret in it is asked again each time, the safe direction.
+- ``prefix``: the pattern rules above (a command or path prefix).
+- ``every``: every input of the tool: the pattern ``*``, and the pattern-less
+  grants made before migration 0013, which then meant every input.
+
+An unknown scope, or a prefix grant without a pattern, matches nothing.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,15 +69,19 @@ from mailui4agents.domain.tool_names import SHELL_TOOLS as SHELL_TOOLS
 SHELL_CONTROL_SEQUENCES: tuple[str, ...] = (";", "&", "|", "`", "$(", "${", ">", "<", "\n", "\r")
 
 
+EXACT, PREFIX, EVERY = "exact", "prefix", "every"
+EVERY_INPUT = "*"
+"""The pattern a human gives for a grant that covers every input of its tool."""
+
+
 @dataclass(frozen=True)
 class GrantRule:
-    """A standing grant: the tool, and optionally a command or path prefix.
-
-    ``pattern`` None means every input of that tool.
-    """
+    """A standing grant: the tool, its pattern, and what the pattern means
+    (``scope``: EXACT, PREFIX or EVERY, see the module docstring)."""
 
     tool_name: str
     pattern: str | None
+    scope: str = PREFIX
 
 
 def command_of(tool_name: str, tool_input: Mapping[str, object]) -> str | None:
@@ -123,12 +144,87 @@ def path_is_within(path: str, root: str) -> bool:
     return path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def exact_pattern(tool_name: str, tool_input: Mapping[str, object]) -> str | None:
+    """What an exact grant of this call stores and a later call must equal, or
+    None when the call has no single such value (then a grant needs a pattern).
+
+    Shell tools: the command, as it is. File tools: the target path,
+    normalised, when it is absolute (a relative path names nothing without the
+    cwd). Any other tool: its whole input as canonical JSON (sorted keys).
+    """
+    if not isinstance(tool_input, Mapping):
+        return None
+    if tool_name in SHELL_TOOLS:
+        return command_of(tool_name, tool_input)
+    if tool_name in FILE_TOOLS:
+        path = command_of(tool_name, tool_input)
+        if path is None or not os.path.isabs(path):
+            return None
+        return os.path.normpath(path)
+    try:
+        return json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def new_grant(
+    tool_name: str, tool_input: Mapping[str, object], pattern: str | None
+) -> GrantRule | None:
+    """The grant a decider makes with "always" on this call: without a pattern
+    the call itself (EXACT; None when it has no exact form), ``*`` every input,
+    any other pattern a prefix."""
+    if pattern is None:
+        exact = exact_pattern(tool_name, tool_input)
+        return None if exact is None else GrantRule(tool_name, exact, EXACT)
+    if pattern.strip() == EVERY_INPUT:
+        return GrantRule(tool_name, EVERY_INPUT, EVERY)
+    return GrantRule(tool_name, pattern, PREFIX)
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def covers(rule: GrantRule) -> str:
+    """What the grant allows, in words, for lists and buttons: "every Bash
+    command", "exactly `npm test`", "`git status` and what follows it",
+    "files under /srv/shop". Says "nothing" where the grant matches nothing."""
+    tool, pattern = rule.tool_name, rule.pattern
+    if rule.scope == EVERY:
+        if tool in SHELL_TOOLS:
+            return f"every {tool} command"
+        if tool in FILE_TOOLS:
+            return f"every file ({tool})"
+        return f"every {tool} call"
+    if pattern is None or rule.scope not in (EXACT, PREFIX):
+        return "nothing"
+    if rule.scope == EXACT:
+        return f"exactly {_code(pattern)}"
+    if tool in SHELL_TOOLS:
+        if not pattern.strip():
+            return "nothing (a blank pattern)"
+        if has_shell_control(pattern):
+            return f"exactly {_code(pattern)}"
+        return f"{_code(pattern)} and what follows it"
+    if tool in FILE_TOOLS:
+        if not os.path.isabs(pattern):
+            return "nothing (a relative path)"
+        return f"files under {os.path.normpath(pattern)}"
+    return "nothing (a pattern on this tool matches nothing)"
+
+
 def grant_matches(rule: GrantRule, tool_name: str, tool_input: Mapping[str, object]) -> bool:
     """True when ``rule`` covers this call of ``tool_name`` with ``tool_input``."""
     if rule.tool_name != tool_name:
         return False
-    if rule.pattern is None:
+    if rule.scope == EVERY:
         return True
+    if rule.pattern is None:
+        return False  # a grant without its value is broken, not "everything"
+    if rule.scope == EXACT:
+        return exact_pattern(tool_name, tool_input) == rule.pattern
+    if rule.scope != PREFIX:
+        return False
     target = command_of(tool_name, tool_input)
     if target is None:
         return False

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.tables import GrantRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import not_found
+from mailui4agents.domain.grants import EVERY, GrantRule, covers
 from mailui4agents.services import access
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.session_view import get_session
@@ -23,6 +24,10 @@ def grant_out(g: GrantRow) -> GrantOut:
         session_id=g.session_id,
         tool_name=g.tool_name,
         pattern=g.pattern,
+        scope=g.scope,
+        covers=covers(GrantRule(g.tool_name, g.pattern, g.scope)),
+        # Pattern-less and "every": made before migration 0013 (a new one says `*`).
+        legacy_every_input=g.scope == EVERY and g.pattern is None,
         created_by=g.created_by,
         request_id=g.request_id,
         created_at=g.created_at,

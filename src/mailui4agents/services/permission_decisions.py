@@ -15,6 +15,7 @@ from sqlalchemy.orm import aliased
 from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow, new_id
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import conflict, invalid_value, not_found
+from mailui4agents.domain.grants import new_grant
 from mailui4agents.services import access, permissions
 from mailui4agents.services.principals import Principal
 from mailui4agents.wire.models import PermissionOut
@@ -126,6 +127,15 @@ async def decide(
         raise invalid_value("grant_pattern", "grant_pattern goes with always=true")
     grant_id = None
     if always:
+        # Without a pattern the grant covers the approved input only; `*` every
+        # input (docs/behaviour.md#grants).
+        rule = new_grant(str(row.tool_name), row.tool_input or {}, grant_pattern)
+        if rule is None:
+            raise invalid_value(
+                "grant_pattern",
+                f"this {row.tool_name} call names no single command or absolute path to "
+                "allow again: give a pattern (a prefix, or * for every input)",
+            )
         # Before the request's UPDATE, which then names it; a request decided
         # meanwhile fails that UPDATE and the whole transaction, grant included.
         grant_id = new_id()
@@ -135,7 +145,8 @@ async def decide(
                 "id": grant_id,
                 "session_id": row.session_id,
                 "tool_name": str(row.tool_name),
-                "pattern": grant_pattern,
+                "pattern": rule.pattern,
+                "scope": rule.scope,
                 "created_by": human.name,
                 "request_id": row.id,
                 "created_at": now,

@@ -64,7 +64,7 @@ def _request_text(row: PermissionRow, session: SessionRow) -> tuple[str, str]:
     return f"Approval needed: {row.tool_name} — {str(what)[:80]}", body
 
 
-_GRANTS = select(GrantRow.id, GrantRow.tool_name, GrantRow.pattern).where(
+_GRANTS = select(GrantRow.id, GrantRow.tool_name, GrantRow.pattern, GrantRow.scope).where(
     GrantRow.session_id == bindparam("b_session"),
     GrantRow.tool_name == bindparam("b_tool"),
     GrantRow.revoked_at.is_(None),
@@ -265,7 +265,7 @@ async def _matching_grant(
 ) -> str | None:
     """The id of a standing grant of the session that allows this call, if any."""
     grants = await s.execute(_GRANTS, {"b_session": session_id, "b_tool": tool_name})
-    for grant_id, grant_tool, pattern in grants:
-        if grant_matches(GrantRule(grant_tool, pattern), tool_name, tool_input):
+    for grant_id, grant_tool, pattern, scope in grants:
+        if grant_matches(GrantRule(grant_tool, pattern, scope), tool_name, tool_input):
             return str(grant_id)
     return None

@@ -162,12 +162,21 @@ class PermissionOut(Lenient):
 
 
 class GrantOut(Lenient):
-    """A standing approval: `tool_name` calls matching `pattern` in a session."""
+    """A standing approval: `tool_name` calls matching `pattern` in a session.
+
+    `scope` says what `pattern` means: "exact" (the one approved command, path
+    or input), "prefix" (a command or path prefix) or "every" (every input; the
+    pattern `*`). `covers` says it in words. `legacy_every_input`: made without a
+    pattern before migration 0013, when that meant every input of the tool,
+    which it still covers (docs/behaviour.md#grants)."""
 
     id: str
     session_id: str
     tool_name: str
     pattern: str | None = None
+    scope: str | None = None
+    covers: str | None = None
+    legacy_every_input: bool = False
     created_by: str
     request_id: str | None = None
     created_at: Timestamp
