@@ -120,11 +120,22 @@ class Agent:
         )
 
     def bridge(
-        self, *args: str, runner: str = "command", start_timeout: float = 30.0, **env: str
+        self,
+        *args: str,
+        runner: str = "command",
+        start_timeout: float = 30.0,
+        default_roots: bool = False,
+        **env: str,
     ) -> BridgeProcess:
-        """Start a bridge (the fake agent as the command, unless `args` has a `--`)."""
+        """Start a bridge (the fake agent as the command, unless `args` has a `--`).
+
+        Its workspace root is the test's own folder (`TMP/**`: the workspaces of
+        tests live outside $HOME), unless `args` gives roots or `default_roots`
+        leaves the bridge its default ($HOME/**)."""
         base = ["--agent", self.name, "--runner", runner, "--state-dir", str(self.state_dir),
                 "--retry-delay", "0.2", "--log-level", "info"]  # fmt: skip
+        if not default_roots and "--workspace-root" not in args:
+            base += ["--workspace-root", f"{self.workspace.parent}/**"]
         extra = list(args)
         if runner == "command" and "--" not in extra:
             extra += ["--", sys.executable, str(FAKE_AGENT)]

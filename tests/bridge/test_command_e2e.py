@@ -126,7 +126,8 @@ async def test_a_missing_workspace_is_refused_with_a_failure_mail(
     human: Human, agent: Agent
 ) -> None:
     agent.bridge()
-    sent = await human.send(f"{agent.name}@/nowhere/on/this/machine.new", "hi", mode="full")
+    missing = agent.workspace / "not" / "made"  # inside the bridge's roots
+    sent = await human.send(f"{agent.name}@{missing}.new", "hi", mode="full")
     reply = await human.wait_reply(sent["session_id"], sent["id"])
     assert reply["type"] == "failure"
     assert "workspace does not exist" in reply["body"]

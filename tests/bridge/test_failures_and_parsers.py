@@ -55,6 +55,7 @@ def test_an_unclear_failure_of_a_resumed_session_says_the_resume_failed() -> Non
         ("timeout", "timed out"),
         ("resume_failed", "Start a new session"),
         ("workspace_missing", "workspace does not exist"),
+        ("workspace_not_allowed", "outside the folders the bridge lets this agent work in"),
         ("gave_up", "gave up"),
     ],
 )

@@ -21,13 +21,23 @@ Kind = Literal[
     "timeout",
     "resume_failed",
     "workspace_missing",
+    "workspace_not_allowed",
     "gave_up",
     "error",
 ]
 
 #: Kinds where trying the same mail again cannot help.
 PERMANENT: frozenset[Kind] = frozenset(
-    {"cli_missing", "auth", "quota", "no_model", "timeout", "resume_failed", "workspace_missing"}
+    {
+        "cli_missing",
+        "auth",
+        "quota",
+        "no_model",
+        "timeout",
+        "resume_failed",
+        "workspace_missing",
+        "workspace_not_allowed",
+    }
 )
 
 _AUTH = re.compile(
@@ -105,6 +115,12 @@ _WHAT: dict[Kind, tuple[str, str]] = {
     "workspace_missing": (
         "the session's workspace does not exist on the machine that runs the bridge",
         "Mail the agent with a workspace path that exists there, or create that folder.",
+    ),
+    "workspace_not_allowed": (
+        "the session's workspace is outside the folders the bridge lets this agent work in "
+        "(its --workspace-root), whatever the gateway allows",
+        "Mail the agent with a workspace under one of the bridge's roots (listed below), or "
+        "ask whoever runs the bridge to add a root for it.",
     ),
     "gave_up": (
         "the turn failed again and again, so the bridge gave up on this mail",

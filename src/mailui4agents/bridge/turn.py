@@ -2,10 +2,11 @@
 
 :class:`TurnHandler.handle` is what the pool runs for each mail. The order:
 ledger check (completed → never again) → read the whole mail in its session
-scope → refuse what cannot run (no workspace here, CLI missing, too many
-attempts) → record ``delivered`` → prompt → run the CLI → store the platform
-session id → relay the final text (to a human, when the model did not mail
-by itself) or mail the failure → record ``completed`` → mark the mail read.
+scope → refuse what cannot run (a workspace outside the bridge's own roots or
+not here, CLI missing, too many attempts) → record ``delivered`` → prompt →
+run the CLI → store the platform session id → relay the final text (to a
+human, when the model did not mail by itself) or mail the failure → record
+``completed`` → mark the mail read.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from mailui4agents.bridge.runners.base import (
     TurnEvent,
 )
 from mailui4agents.bridge.session_map import SessionMap
+from mailui4agents.bridge.workspace_roots import WorkspaceRoots
 from mailui4agents.client import ApiError, AsyncClient, MailOut
 from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.wire.models import Duplicate
@@ -73,6 +75,8 @@ class TurnSettings:
     hook_timeout_s: float = 540.0
     max_attempts: int = 3
     retry_delays_s: tuple[float, ...] = (5.0, 30.0, 120.0)
+    #: Where turns may run (the CLI's default: $HOME/**); none: nowhere.
+    workspace_roots: WorkspaceRoots = field(default_factory=lambda: WorkspaceRoots(()))
 
 
 def is_folder(path: Path) -> bool:
@@ -149,12 +153,8 @@ class TurnHandler:
                 Failure("gave_up", f"{entry.attempts} attempts, the last: {entry.outcome}"),
             )
             return False
-        workspace = Path(mail.workspace or "")
-        if not mail.workspace or not is_folder(workspace):
-            where = mail.workspace or "(none)"
-            await self._fail(
-                mail, Failure("workspace_missing", f"workspace {where} is not a folder here")
-            )
+        workspace = await self._workspace(mail)
+        if workspace is None:
             return False
         missing = self.runner.missing()
         if missing is not None:
@@ -171,6 +171,32 @@ class TurnHandler:
             exited_at, time.time(),
         )  # fmt: skip
         return again
+
+    async def _workspace(self, mail: MailOut) -> Path | None:
+        """The workspace to run in, resolved; None once the turn was refused.
+
+        The bridge's own roots come first, on the resolved path (a symlink is judged
+        by where it points): a sender learns nothing of what exists outside them."""
+        where = mail.workspace or ""
+        if not where.startswith("/"):
+            detail = f"workspace {where} is not an absolute path" if where else "no workspace"
+            await self._fail(mail, Failure("workspace_missing", detail))
+            return None
+        real, inside = self.s.workspace_roots.check(where)
+        if not inside:
+            shown = where if real == where else f"{where} (resolved: {real})"
+            detail = (
+                f"workspace {shown} is outside this bridge's workspace roots: "
+                f"{self.s.workspace_roots.describe()}"
+            )
+            await self._fail(mail, Failure("workspace_not_allowed", detail))
+            return None
+        if not is_folder(Path(real)):
+            await self._fail(
+                mail, Failure("workspace_missing", f"workspace {where} is not a folder here")
+            )
+            return None
+        return Path(real)
 
     async def _retry_later(self, job: Job, why: str) -> bool:
         """Record a failed attempt and wait out its backoff; True: try again."""

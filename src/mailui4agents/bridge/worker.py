@@ -33,6 +33,7 @@ from mailui4agents.bridge.process import kill_leftover
 from mailui4agents.bridge.runners.base import Runner
 from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.bridge.turn import Job, TurnHandler, TurnSettings
+from mailui4agents.bridge.workspace_roots import WorkspaceRoots
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class BridgeConfig:
     max_attempts: int = 3
     retry_delays_s: tuple[float, ...] = (5.0, 30.0, 120.0)
     heartbeat_s: float = HEARTBEAT_S
+    #: Where turns may run, checked on the resolved workspace (none: nowhere).
+    workspace_roots: WorkspaceRoots = field(default_factory=lambda: WorkspaceRoots(()))
     #: Set once the stream is open and the catch-up queued (tests and benchmarks wait on it).
     ready: anyio.Event = field(default_factory=anyio.Event)
 
@@ -93,6 +96,7 @@ class Bridge:
                         hook_timeout_s=cfg.hook_timeout_s,
                         max_attempts=cfg.max_attempts,
                         retry_delays_s=cfg.retry_delays_s,
+                        workspace_roots=cfg.workspace_roots,
                     ),
                     cfg.runner,
                     client,

@@ -18,7 +18,8 @@ HELP = """Run an agent CLI for each mail the agent NAME receives.
 Holds the agent's event stream, catches up on unread mail at start, and for
 each new mail runs one headless turn of the agent CLI in the session's
 workspace (cwd = the workspace; a workspace that does not exist on this
-machine is refused and the sender is told). The model's final text goes back
+machine, or that resolved is outside the bridge's --workspace-root globs, is
+refused and the sender is told). The model's final text goes back
 as a reply when a human wrote and the model did not mail by itself; an agent's
 mail gets no automatic reply. Every later mail of a mail session resumes the
 same platform session. When a turn cannot run — CLI missing, not logged in or
@@ -55,6 +56,13 @@ Runners:
                Approvals: the command calls `agentmail hook generic`.
                --runner-arg enforcement=native|partial|advisory (default
                advisory), platform=NAME, version=V.
+
+\b
+Workspace roots: --workspace-root GLOB (repeatable; default: the bridge
+user's home and all below it, $HOME/**, never /). `*` matches within one path
+component, `**` any depth, a plain path that folder only. The workspace is
+resolved (symlinks followed) before it is matched, whatever the gateway
+allowed. `/` alone is refused; `/**` (anywhere) starts with a warning.
 
 \b
 Ordering and limits: one mail session runs strictly in order; different
@@ -134,6 +142,13 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
     type=click.FloatRange(0, 3600),
     help="Seconds before the first retry of a failed turn (then 6x, 24x).",
 )
+@click.option(
+    "--workspace-root",
+    "workspace_roots",
+    multiple=True,
+    metavar="GLOB",
+    help="A folder glob where turns may run (repeatable; default: $HOME/**).",
+)
 @click.option("--log-level", default="info", show_default=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def bridge(
@@ -146,12 +161,15 @@ def bridge(
     hook_timeout: float,
     max_attempts: int,
     retry_delay: float,
+    workspace_roots: tuple[str, ...],
     log_level: str,
     command: tuple[str, ...],
 ) -> None:
     from mailui4agents.bridge.runners import make_runner
     from mailui4agents.bridge.worker import Bridge, BridgeConfig
+    from mailui4agents.bridge.workspace_roots import WorkspaceRoots
     from mailui4agents.client import ApiError
+    from mailui4agents.domain.roots import RootError
 
     logging.basicConfig(
         level=log_level.upper(),
@@ -163,6 +181,10 @@ def bridge(
         runner = make_runner(kind, list(command), _options(runner_args))
     except ValueError as exc:
         fail(str(exc))
+    try:
+        roots = WorkspaceRoots.from_options(workspace_roots)
+    except RootError as exc:
+        fail(f"--workspace-root: {exc}")
     config = load_config()
     if config.key is None:
         fail("the bridge speaks for an agent: set AGENTMAIL_KEY to the agent's key")
@@ -179,11 +201,21 @@ def bridge(
         hook_timeout_s=hook_timeout,
         max_attempts=max_attempts,
         retry_delays_s=(retry_delay, retry_delay * 6, retry_delay * 24),
+        workspace_roots=roots,
     )
-    logging.getLogger(__name__).info(
+    log = logging.getLogger(__name__)
+    log.info(
         "bridge for %s: runner %s, concurrency %d, turn timeout %g s, state %s",
         agent, kind, concurrency, turn_timeout, directory,
     )  # fmt: skip
+    log.info("workspace roots: %s", roots.describe())
+    for root in roots.broad():
+        log.warning(
+            "workspace root %s reaches into every top-level folder of this machine "
+            "(/etc, /root, ...): the bridge refuses few workspaces or none, so the "
+            "gateway's roots for %s are nearly all that stands between a mail and them",
+            root, agent,
+        )  # fmt: skip
     try:
         anyio.run(Bridge(settings).run)
     except ApiError as exc:
