@@ -256,7 +256,7 @@ def test_always_with_a_pattern_creates_a_grant_that_revoke_removes(world: World)
     seen = world.seen_by_agent(request["id"])
     assert seen["status"] == "approved" and seen["grant_id"]
     grant_id = seen["grant_id"]
-    assert "Granted: always allow Bash commands starting with 'npm'" in result.stdout
+    assert "Granted: always allow Bash: `npm` and what follows it" in result.stdout
     assert grant_id in result.stdout
     [grant] = world.ana.json("grants")
     assert grant["id"] == grant_id
@@ -272,6 +272,19 @@ def test_always_with_a_pattern_creates_a_grant_that_revoke_removes(world: World)
     assert world.ana.json("grants") == []
     assert "No grants." in world.ana.ok("grants").stdout
     assert world.ask(tool_input={"command": "npm run build"})["status"] == "pending"
+
+
+def test_always_without_a_pattern_grants_the_approved_command_only(world: World) -> None:
+    request = world.ask()
+
+    result = world.ana.ok("approve", request["id"], "--always")
+
+    assert "Granted: always allow Bash: exactly `npm test`" in result.stdout
+    [grant] = world.ana.json("grants")
+    assert (grant["scope"], grant["pattern"]) == ("exact", "npm test")
+    assert "always allow Bash: exactly `npm test`" in world.ana.ok("grants").stdout
+    assert world.ask(tool_input={"command": "npm test"})["status"] == "approved"
+    assert world.ask(tool_input={"command": "npm test --watch"})["status"] == "pending"
 
 
 def test_pattern_alone_implies_always(world: World) -> None:
@@ -444,9 +457,18 @@ def test_age_is_short(created: str | None, shown: str) -> None:
 @pytest.mark.parametrize(
     ("grant", "text"),
     [
-        ({"tool_name": "Bash", "pattern": None}, "always allow Bash (any input)"),
-        ({"tool_name": "Bash", "pattern": "npm"}, "commands starting with 'npm'"),
-        ({"tool_name": "Write", "pattern": "/srv/shop"}, "Write on paths under '/srv/shop'"),
+        ({"tool_name": "Bash", "pattern": None}, "always allow Bash: every Bash command"),
+        ({"tool_name": "Bash", "pattern": "npm"}, "Bash: `npm` and what follows it"),
+        ({"tool_name": "Write", "pattern": "/srv/shop"}, "Write: files under /srv/shop"),
+        (
+            {"tool_name": "Bash", "pattern": "npm test", "scope": "exact"},
+            "always allow Bash: exactly `npm test`",
+        ),
+        ({"tool_name": "Bash", "covers": "words from the gateway"}, "Bash: words from the gateway"),
+        (
+            {"tool_name": "Bash", "scope": "every", "legacy_every_input": True},
+            "every Bash command (an older grant without a pattern, which covers every input",
+        ),
     ],
 )
 def test_grant_text_says_what_the_pattern_covers(grant: dict[str, Any], text: str) -> None:

@@ -18,7 +18,7 @@ import click
 from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.cli.output import one_line
 from mailui4agents.client import ApiError, AsyncClient
-from mailui4agents.domain.grants import FILE_TOOLS, SHELL_TOOLS
+from mailui4agents.domain.grants import EVERY, PREFIX, GrantRule, covers, new_grant
 
 T = TypeVar("T")
 
@@ -96,16 +96,22 @@ def permission_line(request: Mapping[str, Any], now: datetime | None = None) -> 
 
 
 def grant_text(grant: Mapping[str, Any]) -> str:
-    """What a standing grant allows, in words."""
-    tool = grant.get("tool_name") or "?"
-    pattern = grant.get("pattern")
-    if pattern is None:
-        return f"always allow {tool} (any input)"
-    if tool in SHELL_TOOLS:
-        return f"always allow {tool} commands starting with {pattern!r}"
-    if tool in FILE_TOOLS:
-        return f"always allow {tool} on paths under {pattern!r}"
-    return f"always allow {tool} matching {pattern!r}"
+    """What a standing grant allows, in words: the gateway's `covers`, or the
+    same words made here from its pattern and scope (an older gateway sends
+    neither covers nor scope: a grant without a pattern meant every input)."""
+    tool = str(grant.get("tool_name") or "?")
+    text = grant.get("covers")
+    if not text:
+        pattern = grant.get("pattern")
+        scope = grant.get("scope") or (EVERY if pattern is None else PREFIX)
+        text = covers(GrantRule(tool, pattern, scope))
+    out = f"always allow {tool}: {text}"
+    if grant.get("legacy_every_input"):
+        out += (
+            " (an older grant without a pattern, which covers every input: revoke it, "
+            "then approve with --always to allow only the approved command)"
+        )
+    return out
 
 
 def grant_line(grant: Mapping[str, Any]) -> str:
@@ -201,12 +207,17 @@ def permissions(
 @click.command("approve")
 @click.argument("request_id", metavar="ID")
 @click.option("--note", help="A note for the agent.")
-@click.option("--always", is_flag=True, help="Also allow this tool from now on in this session.")
+@click.option(
+    "--always",
+    is_flag=True,
+    help="Also allow exactly this command (file tools: this path; others: this input) "
+    "from now on in this session.",
+)
 @click.option(
     "--pattern",
     metavar="P",
-    help="Limit --always to commands starting with P (shell) or paths under P (files); "
-    "implies --always.",
+    help="With --always, allow commands starting with P (shell) or paths under P (files) "
+    "instead; '*' allows every input of the tool. Implies --always.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the decided request as JSON.")
 def approve(
@@ -231,7 +242,9 @@ def approve(
     session = decided.get("session_alias") or decided.get("session_id")
     click.echo(f"Approved {request_id} ({what_is_asked(decided)}).")
     if decided.get("grant_id"):
-        granted = {"tool_name": decided.get("tool_name"), "pattern": pattern}
+        tool = str(decided.get("tool_name") or "?")
+        rule = new_grant(tool, decided.get("tool_input") or {}, pattern)
+        granted = {"tool_name": tool, "covers": covers(rule) if rule else None, "pattern": pattern}
         click.echo(
             f"Granted: {grant_text(granted)} in session {session} "
             f"(grant {decided['grant_id']}; undo with `agentmail revoke {decided['grant_id']}`)."
