@@ -754,9 +754,17 @@ def test_a_plain_decider_always_allows_and_revokes(
     live(page)
     web.ask(bot, sid, kind="approval", tool_name="Bash", tool_input={"command": "git status"})
     region = request_region(page, "Bash")
-    region.get_by_text("Pattern for “Always allow”").click()
-    region.get_by_label("Pattern").fill("git status")
-    region.get_by_role("button", name="Always allow").click()
+    # The button names what it allows (issue 22, item 5): the command itself, or
+    # what the pattern typed into the visible field makes of it.
+    always = region.get_by_role("button", name="Always allow")
+    expect(always).to_have_text("Always allow `git status` here")
+    pattern = region.get_by_label("Pattern for “Always allow”")
+    expect(pattern).to_be_visible()
+    pattern.fill("*")
+    expect(always).to_have_text("Always allow every Bash command here")
+    pattern.fill("git status")
+    expect(always).to_have_text("Always allow `git status` and what follows here")
+    always.click()
     expect(region).to_have_count(0)
     again = web.ask(
         bot, sid, kind="approval", tool_name="Bash", tool_input={"command": "git status -s"}

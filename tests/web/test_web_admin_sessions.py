@@ -296,6 +296,47 @@ async def test_a_plain_decider_grants_always_and_revokes(api: Api) -> None:
     assert third["status"] == "pending"  # revoked: asked again
 
 
+async def test_always_allow_names_the_command_and_grants_only_it(api: Api) -> None:
+    """Issue 22, item 5: the button said "Always allow" and allowed every Bash command."""
+    await api.user("ana")
+    await api.agent("bot")
+    sid = (await _session(api, "ana", "bot"))["session_id"]
+    asked = await _ask(api, "bot", sid, "npm test")
+    async with browser(api, "ana") as ana:
+        page = await ana.http.get("/approvals")
+        assert ">Always allow `npm test` here</button>" in page.text
+        assert 'data-every="Always allow every Bash command here"' in page.text
+        assert '<label for="pattern-' in page.text and "<details" not in page.text
+        r = await ana.post(f"/approvals/{asked['id']}", decision="always")
+        assert r.status_code == 303, r.text
+        assert (await _ask(api, "bot", sid, "npm test"))["status"] == "approved"
+        assert (await _ask(api, "bot", sid, "rm -rf build"))["status"] == "pending"
+        assert (await _ask(api, "bot", sid, "npm test --watch"))["status"] == "pending"
+        page = await ana.http.get(f"/sessions/{sid}")
+        assert '<span class="covers">exactly <code>npm test</code></span>' in page.text
+        assert "older grant" not in page.text
+
+
+async def test_an_older_every_input_grant_is_flagged_on_the_session_page(api: Api) -> None:
+    from sqlalchemy import update
+
+    from mailui4agents.db.tables import GrantRow
+
+    await api.user("ana")
+    await api.agent("bot")
+    sid = (await _session(api, "ana", "bot"))["session_id"]
+    asked = await _ask(api, "bot", sid, "npm test")
+    async with browser(api, "ana") as ana:
+        r = await ana.post(f"/approvals/{asked['id']}", decision="always")
+        assert r.status_code == 303, r.text
+        gw = api.http._transport.app.state.gateway  # type: ignore[attr-defined]
+        async with gw.write() as s:  # what migration 0013 made of an older grant
+            await s.execute(update(GrantRow).values(pattern=None, scope="every"))
+        page = await ana.http.get(f"/sessions/{sid}")
+        assert '<span class="covers">every Bash command</span>' in page.text
+        assert "older grant: every input</span>" in page.text
+
+
 async def test_others_cannot_grant_or_revoke(api: Api) -> None:
     await api.user("ana")
     await api.user("carl")

@@ -181,36 +181,40 @@ def new_grant(
     return GrantRule(tool_name, pattern, PREFIX)
 
 
-def _code(text: str) -> str:
-    return f"`{text}`"
+def covers_parts(rule: GrantRule) -> tuple[str, str | None, str]:
+    """:func:`covers` in three parts: the words before the grant's command or
+    path, that command or path (None when there is none), the words after it;
+    a page shows the middle part as code."""
+    tool, pattern = rule.tool_name, rule.pattern
+    if rule.scope == EVERY:
+        if tool in SHELL_TOOLS:
+            return f"every {tool} command", None, ""
+        if tool in FILE_TOOLS:
+            return f"every file ({tool})", None, ""
+        return f"every {tool} call", None, ""
+    if pattern is None or rule.scope not in (EXACT, PREFIX):
+        return "nothing", None, ""
+    if rule.scope == EXACT:
+        return "exactly ", pattern, ""
+    if tool in SHELL_TOOLS:
+        if not pattern.strip():
+            return "nothing (a blank pattern)", None, ""
+        if has_shell_control(pattern):
+            return "exactly ", pattern, ""
+        return "", pattern, " and what follows it"
+    if tool in FILE_TOOLS:
+        if not os.path.isabs(pattern):
+            return "nothing (a relative path)", None, ""
+        return f"files under {os.path.normpath(pattern)}", None, ""
+    return "nothing (a pattern on this tool matches nothing)", None, ""
 
 
 def covers(rule: GrantRule) -> str:
     """What the grant allows, in words, for lists and buttons: "every Bash
     command", "exactly `npm test`", "`git status` and what follows it",
     "files under /srv/shop". Says "nothing" where the grant matches nothing."""
-    tool, pattern = rule.tool_name, rule.pattern
-    if rule.scope == EVERY:
-        if tool in SHELL_TOOLS:
-            return f"every {tool} command"
-        if tool in FILE_TOOLS:
-            return f"every file ({tool})"
-        return f"every {tool} call"
-    if pattern is None or rule.scope not in (EXACT, PREFIX):
-        return "nothing"
-    if rule.scope == EXACT:
-        return f"exactly {_code(pattern)}"
-    if tool in SHELL_TOOLS:
-        if not pattern.strip():
-            return "nothing (a blank pattern)"
-        if has_shell_control(pattern):
-            return f"exactly {_code(pattern)}"
-        return f"{_code(pattern)} and what follows it"
-    if tool in FILE_TOOLS:
-        if not os.path.isabs(pattern):
-            return "nothing (a relative path)"
-        return f"files under {os.path.normpath(pattern)}"
-    return "nothing (a pattern on this tool matches nothing)"
+    before, code, after = covers_parts(rule)
+    return before + ("" if code is None else f"`{code}`") + after
 
 
 def grant_matches(rule: GrantRule, tool_name: str, tool_input: Mapping[str, object]) -> bool:

@@ -14,6 +14,17 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from mailui4agents.domain.grants import (
+    EVERY,
+    FILE_TOOLS,
+    PREFIX,
+    SHELL_TOOLS,
+    GrantRule,
+    covers,
+    covers_parts,
+    new_grant,
+)
+
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
 TEMPLATE_DIR = HERE / "templates"
@@ -107,6 +118,53 @@ def tool_view(tool_input: Any) -> dict[str, Any]:
     return {"kind": "json", "text": pretty_json(tool_input)}
 
 
+# Of a command or path in the "Always allow" button; the input is shown whole above it.
+LABEL_CHARS = 80
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def always_allow(p: dict[str, Any]) -> dict[str, str]:
+    """The words of a request's "Always allow" button (docs/behaviour.md#grants):
+    `exact`, what a grant without a pattern covers (the button's own text);
+    `every`, with the pattern `*`; `prefix` and `literal`, with another pattern
+    (its place marked `{}`; `literal` for a shell pattern with control syntax,
+    which matches only itself). static/app.js shows the one the pattern field calls for."""
+    tool = str(p.get("tool_name") or "")
+    tool_input = p.get("tool_input")
+    rule = new_grant(tool, tool_input, None) if isinstance(tool_input, dict) else None
+    every = f"Always allow {covers(GrantRule(tool, '*', EVERY))} here"
+    if tool in SHELL_TOOLS:
+        exact = f"Always allow `{_clip(rule.pattern or '')}` here" if rule else ""
+        prefix, literal = "Always allow `{}` and what follows here", "Always allow `{}` here"
+    elif tool in FILE_TOOLS:
+        exact = f"Always allow {tool} on `{_clip(rule.pattern or '')}` here" if rule else ""
+        prefix = literal = f"Always allow {tool} on files under {{}} here"
+    else:
+        exact = f"Always allow this exact {tool} input here" if rule else ""
+        prefix = literal = "Always allow (a pattern on this tool matches nothing)"
+    return {
+        "exact": exact or "Always allow (give a pattern)",
+        "every": every,
+        "prefix": prefix,
+        "literal": literal,
+    }
+
+
+def grant_covers(g: dict[str, Any]) -> Markup:
+    """A grant's `covers` as HTML: the command or path in it as code (escaped)."""
+    pattern = g.get("pattern")
+    scope = g.get("scope") or (EVERY if pattern is None else PREFIX)
+    before, code, after = covers_parts(GrantRule(g["tool_name"], pattern, scope))
+    html = Markup.escape(before)
+    if code is not None:
+        html += Markup("<code>") + Markup.escape(code) + Markup("</code>")
+    return html + Markup.escape(after)
+
+
 ENFORCEMENT_HELP = {
     "native": "native: the agent's platform enforces this mode itself",
     "partial": "partial: the platform enforces part of this mode; the rest is asked by mail",
@@ -133,6 +191,11 @@ def environment() -> Environment:
         MODE_HELP=MODE_HELP,
     )
     env.filters.update(
-        markdown=markdown, time_left=time_left, short_time=short_time, tool_view=tool_view
+        markdown=markdown,
+        time_left=time_left,
+        short_time=short_time,
+        tool_view=tool_view,
+        always_allow=always_allow,
+        grant_covers=grant_covers,
     )
     return env

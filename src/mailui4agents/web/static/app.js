@@ -176,6 +176,25 @@
     });
   }
 
+  // ---- "Always allow" names what the pattern field makes it allow --------------
+  // The server rendered the words (web/render.py always_allow); empty: the input
+  // itself, "*": every input, else the pattern ("{}" marks its place).
+  const SHELL_CONTROL = /[;&|`<>\n\r]|\$\(|\$\{/;
+  function onPattern(ev) {
+    const input = ev.target;
+    if (!(input instanceof HTMLInputElement) || input.name !== "grant_pattern") return;
+    const button = input.form && input.form.querySelector("button[value=always]");
+    if (!button) return;
+    const value = input.value.trim();
+    let text = button.dataset.exact;
+    if (value === "*") text = button.dataset.every;
+    else if (value) {
+      const words = SHELL_CONTROL.test(value) ? button.dataset.literal : button.dataset.prefix;
+      text = words.replace("{}", value);
+    }
+    if (text && button.textContent !== text) button.textContent = text;
+  }
+
   // ---- time left -------------------------------------------------------------
   function tick() {
     document.querySelectorAll("time[data-expires]").forEach((t) => {
@@ -303,6 +322,7 @@
     tick();
   }
   document.addEventListener("submit", onDecide);
+  document.addEventListener("input", onPattern);
   document.addEventListener("click", (e) => {
     const b = e.target instanceof Element ? e.target.closest("[data-copy]") : null;
     if (!b) return;
