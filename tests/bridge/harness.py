@@ -26,6 +26,7 @@ import httpx
 from mailui4agents.testing import clean_env
 
 FAKE_AGENT = Path(__file__).resolve().parents[1] / "fakes" / "fake_agent.py"
+CRASHING_BRIDGE = Path(__file__).resolve().parent / "crashing_bridge.py"
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0
 
@@ -36,6 +37,8 @@ class BridgeProcess:
 
     args: list[str]
     env: dict[str, str]
+    #: What runs `agentmail` (the real CLI, or a script that wraps it).
+    entry: tuple[str, ...] = ("-m", "mailui4agents.cli.main")
     proc: subprocess.Popen[str] | None = None
     output: list[str] = field(default_factory=list)
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -44,7 +47,7 @@ class BridgeProcess:
     def start(self, timeout: float = 30.0) -> BridgeProcess:
         self._ready = threading.Event()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mailui4agents.cli.main", "bridge", *self.args],
+            [sys.executable, *self.entry, "bridge", *self.args],
             env=self.env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -125,13 +128,15 @@ class Agent:
         runner: str = "command",
         start_timeout: float = 30.0,
         default_roots: bool = False,
+        crash_at: str | None = None,
         **env: str,
     ) -> BridgeProcess:
         """Start a bridge (the fake agent as the command, unless `args` has a `--`).
 
         Its workspace root is the test's own folder (`TMP/**`: the workspaces of
         tests live outside $HOME), unless `args` gives roots or `default_roots`
-        leaves the bridge its default ($HOME/**)."""
+        leaves the bridge its default ($HOME/**). `crash_at`: the bridge freezes
+        there for the test to kill it (tests/bridge/crashing_bridge.py)."""
         base = ["--agent", self.name, "--runner", runner, "--state-dir", str(self.state_dir),
                 "--retry-delay", "0.2", "--log-level", "info"]  # fmt: skip
         if not default_roots and "--workspace-root" not in args:
@@ -140,8 +145,26 @@ class Agent:
         if runner == "command" and "--" not in extra:
             extra += ["--", sys.executable, str(FAKE_AGENT)]
         process = BridgeProcess([*base, *extra], self.env(**env))
+        if crash_at is not None:
+            process.env.update(CRASH_AT=crash_at, CRASH_MARK=str(self.crash_mark))
+            process.entry = (str(CRASHING_BRIDGE),)
         self.bridges.append(process)
         return process.start(start_timeout)
+
+    @property
+    def crash_mark(self) -> Path:
+        return self.state_dir.parent / "crash-mark"
+
+    async def wait_frozen(self, deadline: float = WAIT_S) -> str:
+        """Poll for the mark a crashing bridge writes once frozen (a file: no event
+        to wait on); the id of the mail it froze on."""
+        with anyio.fail_after(deadline):
+            while True:
+                mail_id = self.crash_mark.read_text() if self.crash_mark.exists() else ""
+                if mail_id:
+                    self.crash_mark.unlink()
+                    return mail_id
+                await anyio.sleep(0.02)
 
     def records(self) -> list[dict[str, Any]]:
         if not self.log_path.exists():

@@ -5,7 +5,9 @@ bridge acts on it. Per mail: ``delivered`` (a turn is about to start; its
 attempt number), ``started`` (the turn's process group, so a later life can stop
 an orphan), ``completed`` (done, whatever the outcome: answered, failure mailed,
 or given up). Completed mail is never delivered again; delivered-but-not-completed
-mail (the bridge died mid-turn) is delivered again with the "interrupted" headline.
+mail (the bridge died mid-turn) is delivered again with the "interrupted" headline —
+unless the turn's CLI had finished and its result file (``results.py``) survived:
+then it is settled from that file without running again.
 Recording only "delivered" would turn every crash into a lost mail.
 
 A torn last line (the bridge died inside a write) is skipped on load, and the

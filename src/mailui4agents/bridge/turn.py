@@ -1,12 +1,14 @@
 """One mail, one turn: from the mail to the answer or the failure mail.
 
 :class:`TurnHandler.handle` is what the pool runs for each mail. The order:
-ledger check (completed → never again) → read the whole mail in its session
-scope → refuse what cannot run (a workspace outside the bridge's own roots or
-not here, CLI missing, too many attempts) → record ``delivered`` → prompt →
-run the CLI → store the platform session id → relay the final text (to a
-human, when the model did not mail by itself) or mail the failure → record
-``completed`` → mark the mail read.
+ledger check (completed → never again; a result file of the newest attempt →
+settled from it, not run again) → record ``delivered`` → read the whole mail in
+its session scope → refuse what cannot run (a workspace outside the bridge's
+own roots or not here, CLI missing, too many attempts) → prompt → run the CLI
+(the platform session id is stored as soon as it is reported) → write the
+turn's result file → relay the final text (to a human, when the model did not
+mail by itself) or mail the failure → record ``completed`` → remove the result
+file.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from mailui4agents.bridge.park import ParkServer, ParkState
 from mailui4agents.bridge.pool import Slot
 from mailui4agents.bridge.process import ProcessResult, run_process
 from mailui4agents.bridge.prompt import Attachment, PromptInput, PromptMail, Situation, build_prompt
+from mailui4agents.bridge.results import Results, TurnResult
 from mailui4agents.bridge.runners.base import (
     Denied,
     FinalText,
@@ -100,8 +103,10 @@ class TurnHandler:
         sessions: SessionMap,
         park: ParkServer,
         board: Board,
+        results: Results | None = None,
     ) -> None:
         self.s = settings
+        self.results = results or Results.open(settings.state_dir / "results")
         self.runner = runner
         self.client = client
         self.ledger = ledger
@@ -125,8 +130,12 @@ class TurnHandler:
     async def _attempt(self, job: Job, slot: Slot) -> bool:
         """One attempt at the mail; True when it should be tried again."""
         if self.ledger.is_completed(job.mail_id):
+            self.results.drop(job.mail_id)  # the bridge died before it removed it
             await self._mark_read(job)
             return False
+        saved = self._saved_result(job)
+        if saved is not None:
+            return await self._recover(job, saved)
         started_at = time.time()
         entry = self.ledger.get(job.mail_id)
         interrupted = self.ledger.was_interrupted(job.mail_id)
@@ -164,13 +173,47 @@ class TurnHandler:
         situation = await self._situation(job, mail, interrupted)
         result, platform_id, sent = await self._run(job, slot, mail, workspace, situation)
         exited_at = time.time()
-        again = await self._settle(job, mail, result, platform_id, sent)
+        outcome = self._outcome(job, result, platform_id, sent)
+        # Before anything is posted or recorded: from here on a crash costs no second run.
+        self.results.save(outcome)
+        again = await self._settle(job, mail, outcome)
         logger.debug(
             "timing mail=%s seen=%.6f start=%.6f read=%.6f spawn=%.6f exit=%.6f done=%.6f",
             job.mail_id, job.seen_at, started_at, read_at, result.spawned_at or 0.0,
             exited_at, time.time(),
         )  # fmt: skip
         return again
+
+    def _saved_result(self, job: Job) -> TurnResult | None:
+        """The result file of the mail's newest attempt, if the bridge died before it
+        settled the mail (a file of an older attempt is stale: dropped)."""
+        saved = self.results.load(job.mail_id)
+        if saved is None:
+            return None
+        if saved.attempt != self.ledger.get(job.mail_id).attempts:
+            self.results.drop(job.mail_id)
+            return None
+        return saved
+
+    async def _recover(self, job: Job, saved: TurnResult) -> bool:
+        """Settle a mail whose CLI had finished before the bridge died, from its
+        result file: the reply or failure mail is posted, the CLI not run again."""
+        logger.info(
+            "mail %s: its turn (attempt %d) had finished before the bridge stopped; "
+            "settled from its result file, not run again",
+            job.mail_id, saved.attempt,
+        )  # fmt: skip
+        try:
+            mail = await self.client.read_mail(job.mail_id, session_id=job.session_id, body_limit=0)
+        except ApiError as exc:
+            if exc.permanent:
+                logger.warning("mail %s cannot be read (%s): dropped", job.mail_id, exc)
+                self.ledger.completed(job.mail_id, f"unreadable: {exc.status}")
+                self.results.drop(job.mail_id)
+                return False
+            # The result file stays: the answer exists, only posting it is left.
+            return await self._retry_later(job, f"the gateway: {exc}")
+        return await self._settle(job, mail, saved)
 
     async def _workspace(self, mail: MailOut) -> Path | None:
         """The workspace to run in, resolved; None once the turn was refused.
@@ -198,9 +241,11 @@ class TurnHandler:
             return None
         return Path(real)
 
-    async def _retry_later(self, job: Job, why: str) -> bool:
-        """Record a failed attempt and wait out its backoff; True: try again."""
-        self.ledger.failed(job.mail_id, why[:300])
+    async def _retry_later(self, job: Job, why: str, *, recorded: bool = False) -> bool:
+        """Record a failed attempt (unless ``recorded``) and wait out its backoff;
+        True: try again."""
+        if not recorded:
+            self.ledger.failed(job.mail_id, why[:300])
         attempts = self.ledger.get(job.mail_id).attempts
         delay = self.s.retry_delays_s[min(attempts - 1, len(self.s.retry_delays_s) - 1)]
         logger.warning("mail %s: attempt %d failed (%s); retrying in %g s",
@@ -357,40 +402,52 @@ class TurnHandler:
             lines.append(f"- from {m.from_}, subject {m.subject!r}: {body}")
         return "\n".join(lines)
 
-    async def _settle(
-        self,
-        job: Job,
-        mail: MailOut,
-        result: ProcessResult,
-        platform_id: str | None,
-        sent_ids: list[str],
-    ) -> bool:
+    def _outcome(
+        self, job: Job, result: ProcessResult, platform_id: str | None, sent_ids: list[str]
+    ) -> TurnResult:
+        """What the CLI's run came to, as the result file keeps it."""
+        attempt = self.ledger.get(job.mail_id).attempts
         # A retry resumes the session its own first attempt created: that is no
         # failure to resume an earlier conversation.
-        resumed = platform_id is not None and self.ledger.get(job.mail_id).attempts == 1
+        resumed = platform_id is not None and attempt == 1
         failure = turn_failure(result, resumed=resumed, runner=self.runner)
+        denied = [e for e in result.events if isinstance(e, Denied)]
+        if failure is None and denied:  # read from the stream: the exit code is 0 all the same
+            logger.info("mail %s: denied by the hook: %d call(s) (%s)", job.mail_id, len(denied),
+                        "; ".join(f"{d.tool}: {d.reason[:80]}" for d in denied))  # fmt: skip
+        return TurnResult(
+            mail_id=job.mail_id,
+            attempt=attempt,
+            failure=failure,
+            text=final_text(result.events),
+            sent=tuple(sent_ids),
+            model_sent=bool(sent_ids) or any(isinstance(e, MailSent) for e in result.events),
+        )
+
+    async def _settle(self, job: Job, mail: MailOut, outcome: TurnResult) -> bool:
+        """Post what the turn came to and record it; its result file goes last."""
+        failure = outcome.failure
         if failure is not None:
             if failure.permanent or self.ledger.get(job.mail_id).attempts >= self.s.max_attempts:
                 if not failure.permanent:
                     failure = Failure("gave_up", failure.detail)
                 await self._fail(mail, failure)
                 return False
-            return await self._retry_later(job, f"{failure.kind}: {failure.detail}")
-        denied = [e for e in result.events if isinstance(e, Denied)]
-        if denied:  # read from the stream: the CLI's exit code is 0 all the same
-            logger.info("mail %s: denied by the hook: %d call(s) (%s)", job.mail_id, len(denied),
-                        "; ".join(f"{d.tool}: {d.reason[:80]}" for d in denied))  # fmt: skip
-        text = final_text(result.events)
-        sent = bool(sent_ids) or any(isinstance(e, MailSent) for e in result.events)
-        own = list(sent_ids)
-        if replies.auto_relay_applies(from_human=mail.from_human, model_sent_mail=sent):
-            relay_id = await self._relay(mail, text)
+            self.ledger.failed(job.mail_id, f"{failure.kind}: {failure.detail}"[:300])
+            self.results.drop(job.mail_id)
+            return await self._retry_later(job, f"{failure.kind}: {failure.detail}", recorded=True)
+        own = list(outcome.sent)
+        if replies.auto_relay_applies(
+            from_human=mail.from_human, model_sent_mail=outcome.model_sent
+        ):
+            relay_id = await self._relay(mail, outcome.text)
             own += [relay_id] if relay_id else []
-            outcome = "answered"
+            result = "answered"
         else:
-            outcome = "mailed_itself" if sent else "no_relay"
+            result = "mailed_itself" if outcome.model_sent else "no_relay"
         # No mark-read call: reading the mail at the start of the attempt marked it.
-        self.ledger.completed(job.mail_id, outcome, own)
+        self.ledger.completed(job.mail_id, result, own)
+        self.results.drop(job.mail_id)
         return False
 
     async def _relay(self, mail: MailOut, text: str) -> str | None:
@@ -420,6 +477,7 @@ class TurnHandler:
             mail_type="failure",
         )
         self.ledger.completed(mail.id, f"failed: {failure.kind}")
+        self.results.drop(mail.id)
         await self._mark_read(Job(mail.id, mail.session_id))
 
     async def _send(

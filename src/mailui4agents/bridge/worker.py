@@ -5,8 +5,9 @@ ledger knows their process groups), open the agent's event stream FIRST, and
 only once the gateway has accepted it list the unread inbox (unscoped: a
 catch-up sees only mail addressed to the agent) — so nothing that arrives in
 between can be missed; duplicates are dropped by mail id. Mail the ledger
-holds as delivered-but-not-completed is queued again too (it is redelivered
-with the "interrupted" headline).
+holds as delivered-but-not-completed is queued again too (it is settled from
+its result file when its CLI had finished, else redelivered with the
+"interrupted" headline).
 
 Shutdown (SIGTERM/SIGINT, or cancellation): running turns are stopped — their
 process groups killed, never orphaned — and, not being completed, they are

@@ -70,12 +70,15 @@ sessions run in parallel up to --concurrency; a full pool queues, never drops.
 A turn waiting for a human's decision does not count toward --concurrency, and
 its --turn-timeout pauses while it waits. On timeout the turn's whole process
 group gets SIGTERM, then SIGKILL. SIGTERM/SIGINT stop running turns; they are
-delivered again (marked as interrupted) on the next start.
+delivered again (marked as interrupted) on the next start. A turn whose CLI had
+finished before the bridge died is not run again: its reply is posted from its
+result file.
 
 \b
 State (--state-dir, default $XDG_STATE_HOME/agentmail/bridge-NAME):
   ledger.jsonl   delivered/completed per mail (fsync per line)
   sessions.json  mail session -> platform session
+  results/       a finished turn's result until the ledger records it
 
 \b
 Environment: AGENTMAIL_URL, AGENTMAIL_KEY (the agent's key). Each turn gets
