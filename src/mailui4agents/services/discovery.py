@@ -26,7 +26,7 @@ from mailui4agents.db.types import UTCDateTime
 from mailui4agents.domain.addresses import AddressError, format_parts
 from mailui4agents.domain.errors import not_found
 from mailui4agents.domain.results import Duplicate, Sent
-from mailui4agents.services import access, content, mail, reading
+from mailui4agents.services import access, content, mail, reading, request_input
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.views import MailContext, session_address
 from mailui4agents.settings import Settings
@@ -277,8 +277,16 @@ async def _paths(
     for agent_name in dict.fromkeys(
         n for n in (name, reader.name if reader.principal.kind == "agent" else "") if n
     ):
-        row = await s.scalar(select(AgentRow.workspaces).where(AgentRow.name == agent_name))
-        declared += [w for w in row or [] if isinstance(w, str)]
+        # Its roots that name one folder (a glob is no address), then what it reported.
+        found = (
+            await s.execute(
+                select(AgentRow.workspace_roots, AgentRow.workspaces).where(
+                    AgentRow.name == agent_name
+                )
+            )
+        ).first()
+        for paths in found or ():
+            declared += [w for w in paths or [] if isinstance(w, str) and not _is_glob(w)]
     known = {p.path for p in out}
     for w in declared:
         if w in known or not w.startswith(prefix):
@@ -380,17 +388,21 @@ def forward_subject(subject: str) -> str:
     return subject if subject[:4].lower() == "fwd:" else f"Fwd: {subject}"
 
 
-def forward_body(ctx: MailContext, note: str | None) -> str:
-    """The note first, then the original with its headers, quoted whole."""
+def forward_body(
+    ctx: MailContext, note: str | None, shown: request_input.Shown | None = None
+) -> str:
+    """The note first, then the original with its headers, quoted whole; a
+    request mail whose input the forwarder may not see as it is `shown` to it."""
     m = ctx.mail
+    subject, body = (shown.subject, shown.body) if shown is not None else (m.subject, m.body)
     headers = [
         ("From", ctx.address_of(m.from_name)),
         ("To", ", ".join(ctx.address_of(n) for n in ctx.names("to"))),
         ("Cc", ", ".join(ctx.address_of(n) for n in ctx.names("cc"))),
         ("Date", fmt_time(m.created_at) or ""),
-        ("Subject", m.subject),
+        ("Subject", subject),
     ]
-    lines = [FORWARD_MARK, *(f"{k}: {v}" for k, v in headers if v or k != "Cc"), "", m.body]
+    lines = [FORWARD_MARK, *(f"{k}: {v}" for k, v in headers if v or k != "Cc"), "", body]
     head = f"{note.rstrip()}\n\n" if note and note.strip() else ""
     return head + "\n".join(lines)
 
@@ -413,14 +425,21 @@ async def forward(
     access.require_scope(reader, "forwarding")
     ctx = await reading.readable(s, reader, mail_id)
     await reading.record_reads(s, reader.principal, [ctx.mail.seq], reader.scope_id, "forward")
+    m = ctx.mail
+    head = request_input.MailHead(m.id, m.session_id, m.type, m.from_name, m.from_human)
+    shown = (await request_input.hidden(s, reader.principal, [head])).get(m.id)
     return await mail.send_mail(
         s,
         settings,
         reader.principal,
         to=to,
         cc=cc,
-        subject=forward_subject(ctx.mail.subject),
-        body=forward_body(ctx, note),
+        subject=forward_subject(shown.subject if shown is not None else m.subject),
+        body=forward_body(ctx, note, shown),
         from_session_id=reader.scope_id,
         attachment_ids=[a.id for a in ctx.attachments],
     )
+
+
+def _is_glob(path: str) -> bool:
+    return any(c in path for c in "*?[")

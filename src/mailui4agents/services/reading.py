@@ -33,12 +33,13 @@ from mailui4agents.db.tables import (
 )
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import Missing, invalid_value, not_found
-from mailui4agents.services import access, attachments
+from mailui4agents.services import access, attachments, request_input
 from mailui4agents.services.mail import contexts
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import (
     HAS_FILES_AT,
     PAGE_MAIL_COLUMNS,
+    TYPE_AT,
     MailContext,
     page_items,
     page_people,
@@ -284,11 +285,31 @@ async def page_of(
     now = utcnow()
     await record_reads(s, reader, seqs, scope_session_id, action, now, newest_first)
     items = page_items(rows, people, reader.name, body_limit)  # read state as listed
+    await _hide_request_inputs(s, reader, rows, items)
     if mark:
         ids = [rid for p in people.values() if (rid := p.unread.get(reader.name)) is not None]
         if ids:
             await s.execute(_MARK_READ, {"ids": ids, "now": now})
     return items, (str(seqs[-1]) if more else None)
+
+
+async def _hide_request_inputs(
+    s: AsyncSession, reader: Principal, rows: Sequence[Sequence[Any]], items: list[JsonObject]
+) -> None:
+    """A request mail's input only for the session's deciders and the agent that
+    asked (services/request_input.py): a statement more only when the page holds
+    a request mail someone else asked."""
+    at = [PAGE_MAIL_COLUMNS.index(c) for c in ("id", "session_id", "from_name", "from_human")]
+    heads = [
+        request_input.MailHead(r[at[0]], r[at[1]], r[TYPE_AT], r[at[2]], bool(r[at[3]]))
+        for r in rows
+        if r[TYPE_AT] == request_input.REQUEST_MAIL
+    ]
+    hidden = await request_input.hidden(s, reader, heads) if heads else {}
+    for item in items:
+        shown = hidden.get(str(item["id"]))
+        if shown is not None:
+            item.update(subject=shown.subject, body=shown.body, body_truncated=False)
 
 
 async def inbox(

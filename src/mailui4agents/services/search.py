@@ -43,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db import fts
 from mailui4agents.db.tables import MailRow, SessionRow
 from mailui4agents.domain.errors import invalid_value
-from mailui4agents.services import access, reading
+from mailui4agents.services import access, reading, request_input
 from mailui4agents.services.views import BODY_AT
 from mailui4agents.wire.models import JsonObject
 
@@ -180,6 +180,9 @@ async def search(
     # Per row, not `IN (readable sessions)`: newest first, the search visits few
     # rows before its limit, and the set of a busy reader's sessions is costly.
     conditions: list[ColumnElement[bool]] = [reader.may_read(MailRow.session_id)]
+    # A request mail's input is the deciders' and the asking agent's: for anyone
+    # else it never matches (a hit would tell its words), services/request_input.py.
+    conditions.append(request_input.visible(reader.principal))
     after = reading.parse_cursor(cursor)
     if after is not None:
         conditions.append(MailRow.seq < after)

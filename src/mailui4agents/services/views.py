@@ -184,6 +184,7 @@ PAGE_MAIL_COLUMNS = (
 )
 """The columns of a page's mail rows, in order (services/reading.py selects them)."""
 BODY_AT = PAGE_MAIL_COLUMNS.index("body")
+TYPE_AT = PAGE_MAIL_COLUMNS.index("type")
 RECIPIENTS_AT = PAGE_MAIL_COLUMNS.index("recipients")
 HAS_FILES_AT = PAGE_MAIL_COLUMNS.index("has_files")
 
