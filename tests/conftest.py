@@ -144,6 +144,11 @@ class Api:
     http: httpx.AsyncClient
     admin_token: str = ""
     tokens: dict[str, str] = field(default_factory=dict)
+    # A team where everyone may set every agent to work anywhere in any mode:
+    # each new agent gets every user as tasker, roots `/**` and ceilings `full`,
+    # and each new user becomes a tasker of every agent. Tests of those rules
+    # (tests/api/test_tasking.py) set it False before they create anyone.
+    open_agents: bool = True
 
     def auth(self, name: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[name]}"}
@@ -164,16 +169,39 @@ class Api:
             headers=self.auth("admin"),
         )
         assert r.status_code == 201, r.text
+        if self.open_agents:
+            listed = await self.http.get("/api/v1/admin/agents", headers=self.auth("admin"))
+            for agent in listed.json()["items"]:
+                added = await self.http.post(
+                    f"/api/v1/agents/{agent['name']}/taskers",
+                    json={"name": name},
+                    headers=self.auth("admin"),
+                )
+                assert added.status_code == 201, added.text
         return await self.login(name, USER_PASSWORD)
 
     async def agent(
-        self, name: str, workspaces: list[str] | None = None, owners: list[str] | None = None
+        self,
+        name: str,
+        workspaces: list[str] | None = None,
+        owners: list[str] | None = None,
+        taskers: list[str] | None = None,
+        max_mode: dict[str, str] | None = None,
     ) -> str:
         body: dict[str, Any] = {"name": name}
+        if self.open_agents:
+            users = await self.http.get("/api/v1/admin/users", headers=self.auth("admin"))
+            body["taskers"] = [u["username"] for u in users.json()["items"]]
+            body["workspaces"] = ["/**"]
+            body["max_mode"] = {"owners": "full", "taskers": "full"}
         if workspaces is not None:
             body["workspaces"] = workspaces
         if owners is not None:
             body["owners"] = owners
+        if taskers is not None:
+            body["taskers"] = taskers
+        if max_mode is not None:
+            body["max_mode"] = max_mode
         r = await self.http.post("/api/v1/admin/agents", json=body, headers=self.auth("admin"))
         assert r.status_code == 201, r.text
         key: str = r.json()["key"]

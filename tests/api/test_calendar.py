@@ -380,7 +380,15 @@ async def test_only_the_creator_and_admins_see_an_entry(cal: Cal) -> None:
 
 async def test_an_agents_entry_is_its_own_and_is_sent_as_the_agent(cal: Cal) -> None:
     at = soon()
-    e = await cal.ok("claude", to=["gemini@/srv/shop"], start_at=iso(at))
+    # claude sets gemini to work from the session ana started with it (docs/access.md).
+    work = await cal.api.send("ana", ["claude@/srv/shop.new"], subject="work")
+    assert work.status_code == 201, work.text
+    e = await cal.ok(
+        "claude",
+        to=["gemini@/srv/shop"],
+        start_at=iso(at),
+        from_session_id=work.json()["session_id"],
+    )
     assert e["created_by"] == "claude"
     assert (await cal.get("claude", e["id"])).status_code == 200
     assert (await cal.get("gemini", e["id"])).status_code == 404  # another agent
@@ -402,10 +410,17 @@ async def test_an_agent_over_its_budget_gets_a_failed_entry_not_a_mail(settings:
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
             a = Api(http)
             await a.login("admin", ADMIN_PASSWORD)
+            await a.user("ana")
             await a.agent("claude", ["/srv/shop"])
             await a.agent("gemini", ["/srv/shop"])
             c = Cal(a, app.state.gateway)
-            first = await a.send("claude", ["gemini@/srv/shop"], subject="plan")
+            work = await a.send("ana", ["claude@/srv/shop.new"], subject="work")
+            first = await a.send(
+                "claude",
+                ["gemini@/srv/shop"],
+                subject="plan",
+                from_session_id=work.json()["session_id"],
+            )
             assert first.status_code == 201, first.text
             there = f"gemini@/srv/shop.{first.json()['session_alias']}"
             r = await a.send("claude", [there], subject="Re: plan")

@@ -83,9 +83,14 @@ async def test_recipients_over_the_cap_are_refused_naming_to_or_cc(api: Api, sen
     assert (e["code"], e["field"], e["limit"]) == ("invalid_value", "to", 5)
     e = err(await api.send(sender, FIVE[:3], cc=[*FIVE[3:], "ana@/srv/shop"]), 400)
     assert (e["code"], e["field"]) == ("invalid_value", "cc")
-    # The other side: exactly the cap is delivered.
+    # The other side: exactly the cap is delivered (an agent sets others to work
+    # from a session a person started with it, docs/access.md).
     others = [a for a in [*FIVE, "ana@/srv/shop"] if not a.startswith(sender)]
-    r = await api.send(sender, others[:3], cc=others[3:5])
+    extra = {}
+    if sender == "claude":
+        work = await api.send("ana", ["claude@/srv/shop.new"], subject="work")
+        extra = {"from_session_id": work.json()["session_id"]}
+    r = await api.send(sender, others[:3], cc=others[3:5], **extra)
     assert r.status_code == 201, r.text
     assert len(r.json()["to"]) + len(r.json()["cc"]) == 5
 
@@ -144,13 +149,20 @@ async def test_recipients_are_looked_up_in_one_query_before_the_write_and_stored
     api: Api, app: FastAPI, sender: str
 ) -> None:
     gw: Gateway = app.state.gateway
-    # A human first: with one, the new session gets its owner row either way.
-    everyone = ["bob@/srv/shop", "ana@/srv/shop", *FIVE]
+    # A human first: with one, the new session gets its owner row either way; an
+    # agent second: each mail sets an agent to work, so each checks who may
+    # (services/tasking.py), claude's from a session ana started with it.
+    everyone = ["bob@/srv/shop", "gemini@/srv/shop", "ana@/srv/shop", *FIVE]
     others = list(dict.fromkeys(a for a in everyone if not a.startswith(sender)))
+    extra = {}
+    if sender == "claude":
+        work = await api.send("ana", ["claude@/srv/shop.new"], subject="work")
+        extra = {"from_session_id": work.json()["session_id"]}
     counts = []
-    for n in (1, 5):
+    for n in (2, 5):
         with statements(gw) as seen:
-            r = await api.send(sender, [a.replace("/srv/shop", f"/w{n}.new") for a in others[:n]])
+            to = [a.replace("/srv/shop", f"/w{n}.new") for a in others[:n]]
+            r = await api.send(sender, to, **extra)
             assert r.status_code == 201, r.text
         counts.append(
             (
@@ -162,7 +174,14 @@ async def test_recipients_are_looked_up_in_one_query_before_the_write_and_stored
     assert counts[0] == counts[1], counts  # not one lookup, nor one insert, per recipient
     # The five recipients were looked up on a reader, not inside BEGIN IMMEDIATE
     # (the one writer every other request waits for).
-    lookups = [(role, sql) for role, sql in seen if " IN (" in sql and "FROM agents" in sql]
+    # (The write's own check of who may set the agents to work reads their
+    # policies inside it, services/tasking.py: a tasker removed a moment before
+    # must not be let through by an answer read earlier.)
+    lookups = [
+        (role, sql)
+        for role, sql in seen
+        if " IN (" in sql and "FROM agents" in sql and "workspace_roots" not in sql
+    ]
     assert [role for role, _ in lookups] == ["reader"], lookups
 
 

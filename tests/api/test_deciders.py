@@ -36,8 +36,17 @@ async def test_a_session_without_a_decider_refuses_requests_no_human(api: Api) -
     await api.user("ana")
     await api.agent("claude")
     await api.agent("codex")
-    # claude starts a session with codex and only cc's a human: nobody may decide.
-    r = await api.send("claude", ["codex@/srv/z.new"], cc=["ana@/srv/z.new"], subject="pair")
+    # Within ana's session, claude starts a session with codex and only cc's a
+    # human: nobody may decide.
+    mine = await api.send("ana", ["claude@/srv/z.new"], subject="work")
+    assert mine.status_code == 201, mine.text
+    r = await api.send(
+        "claude",
+        ["codex@/srv/z.new"],
+        cc=["ana@/srv/z.new"],
+        subject="pair",
+        from_session_id=mine.json()["session_id"],
+    )
     assert r.status_code == 201, r.text
     ask = await api.http.post(
         "/api/v1/agent/permissions",

@@ -42,7 +42,7 @@ async def people(api: Api) -> Api:
     await api.user("ana")
     await api.user("bob")
     # ana owns claude: she sees (and may adopt) its platform sessions.
-    await api.agent("claude", workspaces=["/srv/docs"], owners=["ana"])
+    await api.agent("claude", workspaces=["/srv/docs", "/srv/*"], owners=["ana"])
     await api.agent("codex")
     return api
 
@@ -110,7 +110,13 @@ async def test_contacts_unread_counts_agree_with_the_inbox(people: Api) -> None:
     a1 = await sent(people, "ana", ["claude@/srv/shop.new"], subject="One")
     await sent(people, "ana", [a1["to"][0]], subject="Two")
     await sent(people, "bob", ["claude@/srv/shop.new"], subject="Three")
-    await sent(people, "claude", ["codex@/srv/shop.new"], subject="Ask codex")
+    await sent(
+        people,
+        "claude",
+        ["codex@/srv/shop.new"],
+        subject="Ask codex",
+        from_session_id=a1["session_id"],
+    )
     # claude reads ana's first mail: one of ana's two stays unread.
     r = await people.http.get(f"/api/v1/agent/mail/{a1['id']}", headers=people.auth("claude"))
     assert r.status_code == 200
@@ -472,8 +478,11 @@ def test_cli_search_contacts_and_forward(gateway_process: Any, tmp_path: Any) ->
             "/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
         ).json()["token"]
         admin = {"Authorization": f"Bearer {token}"}
-        key = http.post("/api/v1/admin/agents", json={"name": "claude"}, headers=admin).json()
-        http.post("/api/v1/admin/agents", json={"name": "codex"}, headers=admin)
+        where = {"workspaces": ["/srv/*"]}
+        key = http.post(
+            "/api/v1/admin/agents", json={"name": "claude", **where}, headers=admin
+        ).json()
+        http.post("/api/v1/admin/agents", json={"name": "codex", **where}, headers=admin)
         mail = http.post(
             "/api/v1/mail",
             json={"to": ["claude@/srv/shop.new"], "subject": "Fix login", "body": "It fails"},

@@ -104,9 +104,9 @@ async def test_a_workspace_with_control_characters_or_too_long_is_refused(
     assert err(await api.send("ana", ["claude@/srv/shop.new", address]))["field"] == "to[1]"
 
 
-async def workspaces_of(api: Api, agent: str) -> list[str]:
+async def workspaces_of(api: Api, agent: str, key: str = "workspaces") -> list[str]:
     listed = await api.http.get("/api/v1/admin/agents", headers=api.auth("admin"))
-    found: list[str] = next(a for a in listed.json()["items"] if a["name"] == agent)["workspaces"]
+    found: list[str] = next(a for a in listed.json()["items"] if a["name"] == agent)[key]
     return found
 
 
@@ -121,14 +121,16 @@ async def test_declared_and_reported_workspaces_are_normalised(api: Api) -> None
     hb = "/api/v1/agent/heartbeat"
     r = await api.http.post(hb, json={"workspaces": ["/w//x/"]}, headers=api.auth("claude"))
     assert r.status_code == 200, r.text
-    assert await workspaces_of(api, "claude") == ["/w/x"]
+    assert await workspaces_of(api, "claude", "reported_workspaces") == ["/w/x"]
+    # What an agent reports never changes where it may work (its roots).
+    assert await workspaces_of(api, "claude") == ["/srv/shop", "/srv/b"]
     r = await api.http.post(hb, json={"workspaces": ["/w\u202e"]}, headers=api.auth("claude"))
     assert err(r)["field"] == "workspaces[0]"
 
 
 async def test_an_interactive_session_cwd_is_normalised(api: Api) -> None:
-    await api.agent("claude")
     await api.user("ana")
+    await api.agent("claude", owners=["ana"])  # a terminal session is decided by an owner
     url = "/api/v1/agent/sessions/interactive"
     body = {"platform_id": "p1", "owner": "ana", "cwd": "/srv//shop/"}
     r = await api.http.post(url, json=body, headers=api.auth("claude"))

@@ -101,9 +101,16 @@ async def test_full_mode_answers_mode_allows_and_plan_mode_forbids_without_mail(
 
 
 async def test_session_without_a_human_answers_no_human(api: Api) -> None:
+    await api.user("ana")
     await api.agent("claude")
     await api.agent("pi")
-    m = (await api.send("pi", ["claude@/srv/x.new"], subject="agents only")).json()
+    # Within ana's session with pi, pi starts one with claude alone: no human in it.
+    mine = (await api.send("ana", ["pi@/srv/x.new"], subject="work")).json()
+    m = (
+        await api.send(
+            "pi", ["claude@/srv/x.new"], subject="agents only", from_session_id=mine["session_id"]
+        )
+    ).json()
     r = await api.http.post(
         "/api/v1/agent/permissions",
         json={"session_id": m["session_id"], "tool_name": "Bash", "relay_key": "z"},

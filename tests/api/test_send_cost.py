@@ -117,7 +117,9 @@ def _shapes(statements: list[str]) -> list[str]:
     ]
 
 
-SEND_WRITES = ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+DELIVER_WRITES = ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+# A reply of a person to an agent also reads the agent's policy (services/tasking.py).
+SEND_WRITES = ["SELECT", "SELECT", *DELIVER_WRITES[1:]]
 
 
 def _on_postgresql(writes: list[str]) -> list[str]:
@@ -133,7 +135,10 @@ async def test_a_reply_costs_five_writes_and_one_read_whatever_the_recipients(
     served: Served, recipients: int
 ) -> None:
     """Per send, on the writer: the parent mail's session with the sender's
-    membership (one query), the mail, its recipients (one INSERT), the session's
+    membership (one query), the policies of the agents it sets to work with the
+    sender's roles (one query, services/tasking.py: read in the write, so a
+    tasker removed a moment before is not let through), the mail, its
+    recipients (one INSERT), the session's
     last_mail_at, its events (one INSERT). On a reader: the token. Recipients'
     kinds come from memory once seen (names never change kind:
     services/identity.kinds_of). It was 8 + 3, then 6 + 1 (the membership a
@@ -265,11 +270,11 @@ def _check(statements: Statements, writes: list[str]) -> None:
 # key, whether it has grants for the tool, and the deciders (one query); the
 # request (ON CONFLICT DO NOTHING, no savepoint, its mail's id in it); then
 # delivery as a send's.
-ASK_WRITES = ["SELECT", "INSERT", *SEND_WRITES[1:]]
+ASK_WRITES = ["SELECT", "INSERT", *DELIVER_WRITES[1:]]
 # The request with its session, the human's membership, whether anything there
 # is past its deadline and the deciders (one query); the decision (one UPDATE);
 # then the receipt's delivery, the decision events in its events INSERT.
-DECIDE_WRITES = ["SELECT", "UPDATE", *SEND_WRITES[1:]]
+DECIDE_WRITES = ["SELECT", "UPDATE", *DELIVER_WRITES[1:]]
 
 
 async def test_a_permission_request_costs_six_writes(served: Served) -> None:

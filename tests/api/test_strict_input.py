@@ -105,7 +105,25 @@ ENDPOINTS = {
             "/api/v1/admin/agents",
             "admin",
             {"name": "codex", "workspaces": ["/srv/shop"]},
-            ("name", "workspaces", "owners"),
+            ("name", "workspaces", "owners", "taskers", "max_mode"),
+            201,
+        ),
+        Endpoint(
+            "agent-patch",
+            "PATCH",
+            "/api/v1/agents/claude",
+            "admin",
+            {"workspaces": ["/srv/*"], "max_mode": {"taskers": "plan"}},
+            ("workspaces", "max_mode"),
+            200,
+        ),
+        Endpoint(
+            "agent-tasker",
+            "POST",
+            "/api/v1/agents/claude/taskers",
+            "admin",
+            {"name": "dora"},
+            ("name",),
             201,
         ),
         Endpoint(
@@ -154,6 +172,9 @@ async def world(api: Api) -> dict[str, str]:
     """Agent claude, user ana, and one mail from ana that opened a session."""
     await api.agent("claude")
     await api.user("ana")
+    api.open_agents = False  # dora is no tasker of claude yet: agent-tasker adds her
+    await api.user("dora")
+    api.open_agents = True
     r = await api.send("ana", ["claude@/srv/shop.new"], subject="Fix login", body="500s")
     assert r.status_code == 201, r.text
     mail = r.json()
@@ -612,7 +633,10 @@ def _first_text_field(body: dict[str, Any]) -> str:
     return next(k for k, v in body.items() if isinstance(v, str))
 
 
-@pytest.mark.parametrize("ep_id", list(ENDPOINTS))
+@pytest.mark.parametrize(
+    "ep_id",
+    [k for k, ep in ENDPOINTS.items() if any(isinstance(v, str) for v in ep.valid.values())],
+)
 async def test_a_lone_surrogate_escape_is_refused_naming_its_field(
     api: Api, world: dict[str, str], settings: Settings, ep_id: str
 ) -> None:

@@ -213,11 +213,18 @@ class Human:
 
     async def new_agent(self, tmp: Path, url: str) -> Agent:
         name = f"ag{uuid.uuid4().hex[:8]}"
-        r = await self.http.post(
-            "/api/v1/admin/agents",
-            json={"name": name},
-            headers={"Authorization": f"Bearer {self.admin_token}"},
-        )
+        # ana (and every other user) may set it to work anywhere, in any mode:
+        # the gateway's rules are tests/api/test_tasking.py's; the bridge's own
+        # workspace roots are its tests' business.
+        admin = {"Authorization": f"Bearer {self.admin_token}"}
+        users = (await self.http.get("/api/v1/admin/users", headers=admin)).json()["items"]
+        team = {
+            "name": name,
+            "taskers": [u["username"] for u in users],
+            "workspaces": ["/**"],
+            "max_mode": {"owners": "full", "taskers": "full"},
+        }
+        r = await self.http.post("/api/v1/admin/agents", json=team, headers=admin)
         assert r.status_code == 201, r.text
         workspace = tmp / "work"
         workspace.mkdir(parents=True, exist_ok=True)

@@ -58,7 +58,16 @@ def make_principals(url: str) -> dict[str, str]:
             assert r.status_code == 201, r.text
             login(user, USER_PASSWORD)
         for agent in ("claude", "pi"):
-            r = http.post("/api/v1/admin/agents", json={"name": agent}, headers=admin)
+            # ana owns the agents (terminal sessions are decided by an owner);
+            # bob is a tasker; both may set them to work anywhere, in any mode.
+            team = {
+                "name": agent,
+                "owners": ["admin", "ana"],
+                "taskers": ["bob"],
+                "workspaces": ["/**"],
+                "max_mode": {"owners": "full", "taskers": "full"},
+            }
+            r = http.post("/api/v1/admin/agents", json=team, headers=admin)
             assert r.status_code == 201, r.text
             tokens[agent] = r.json()["key"]
     return tokens

@@ -43,7 +43,10 @@ async def build(api: Api, rng: random.Random, count: int) -> World:
     for i in range(count):
         ws = rng.choice(WORKSPACES)
         sender = rng.choice(HUMANS + AGENTS)
-        others = [n for n in HUMANS + AGENTS if n != sender]
+        # An agent starts work with another agent only from a session one of its
+        # taskers started (docs/access.md): its new sessions here are with people.
+        pool = HUMANS if sender in AGENTS else HUMANS + AGENTS
+        others = [n for n in pool if n != sender]
         to = rng.sample(others, rng.randint(1, 2))
         cc = rng.sample([n for n in others if n not in to], rng.randint(0, 1))
         r = await api.send(

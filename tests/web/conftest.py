@@ -69,12 +69,29 @@ class Web:
             headers=self.auth("admin"),
         )
         assert r.status_code == 201, r.text
+        # A team: every user may set every agent to work (docs/access.md).
+        for agent in self.http.get("/api/v1/admin/agents", headers=self.auth("admin")).json()[
+            "items"
+        ]:
+            added = self.http.post(
+                f"/api/v1/agents/{agent['name']}/taskers",
+                json={"name": name},
+                headers=self.auth("admin"),
+            )
+            assert added.status_code == 201, added.text
         self.login(name)
         return name
 
     def agent(self, prefix: str) -> str:
         name = f"{prefix}{uuid.uuid4().hex[:6]}"
-        r = self.http.post("/api/v1/admin/agents", json={"name": name}, headers=self.auth("admin"))
+        users = self.http.get("/api/v1/admin/users", headers=self.auth("admin")).json()["items"]
+        team = {
+            "name": name,
+            "taskers": [u["username"] for u in users],
+            "workspaces": ["/**"],
+            "max_mode": {"owners": "full", "taskers": "full"},
+        }
+        r = self.http.post("/api/v1/admin/agents", json=team, headers=self.auth("admin"))
         assert r.status_code == 201, r.text
         self.tokens[name] = r.json()["key"]
         return name

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from mailui4agents.api.deps import Admin, GatewayDep
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import AgentCreate, NameIn, UserCreate
-from mailui4agents.services import identity
+from mailui4agents.services import identity, tasking
 from mailui4agents.wire.models import (
     AgentCreated,
     AgentOut,
@@ -50,8 +50,20 @@ async def list_users(_: Admin, gw: GatewayDep) -> Page[UserOut]:
 async def create_agent(body: AgentCreate, who: Admin, gw: GatewayDep) -> AgentCreated:
     async with gw.write() as s:
         row, key = await identity.create_agent(
-            s, body.name, body.workspaces, creator=who.name, owners=body.owners
+            s,
+            body.name,
+            body.workspaces,
+            creator=who.name,
+            owners=body.owners,
+            taskers=body.taskers,
         )
+        if body.max_mode is not None:
+            tasking.set_policy(
+                row,
+                workspaces=None,
+                max_mode_owners=body.max_mode.owners,
+                max_mode_taskers=body.max_mode.taskers,
+            )
         owners = [o.username for o in await identity.agent_owners(s, row)]
         similar = await identity.look_alikes(s, row.name)
     return AgentCreated(

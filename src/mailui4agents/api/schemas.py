@@ -28,13 +28,31 @@ class UserCreate(StrictBody):
     is_admin: bool = False
 
 
+class MaxModeIn(StrictBody):
+    """The highest mode an agent's owners / its other taskers may start it in."""
+
+    owners: Mode | None = None
+    taskers: Mode | None = None
+
+
 class AgentCreate(StrictBody):
-    """`owners`: the humans who see and adopt the agent's platform sessions
-    (default: the admin who creates it)."""
+    """`owners`: the humans who see and adopt the agent's platform sessions and
+    set it to work (default: the admin who creates it); `taskers`: further people
+    who may set it to work; `workspaces`: its workspace roots (globs; none: it
+    works nowhere until an owner sets them)."""
 
     name: str
-    workspaces: list[str] | None = None
-    owners: list[str] | None = None
+    workspaces: list[str] | None = Field(default=None, max_length=50)
+    owners: list[str] | None = Field(default=None, max_length=100)
+    taskers: list[str] | None = Field(default=None, max_length=1000)
+    max_mode: MaxModeIn | None = None
+
+
+class AgentPolicyPatch(StrictBody):
+    """An agent's workspace roots (replaced whole) and mode ceilings."""
+
+    workspaces: list[str] | None = Field(default=None, max_length=50)
+    max_mode: MaxModeIn | None = None
 
 
 class NameIn(StrictBody):

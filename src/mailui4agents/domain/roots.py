@@ -39,12 +39,10 @@ class RootError(ValueError):
 def normalise_root(root: str) -> str:
     """`root` in the one spelling it is stored and matched in.
 
-    Absolute POSIX paths only, `..` refused (a glob with `..` in it would not mean
-    what it says once normalised), repeated and trailing slashes removed."""
+    Absolute POSIX paths only; `.`, `..`, repeated and trailing slashes resolved
+    lexically, as workspaces are (`/srv/a/../b` is `/srv/b`)."""
     if not root or not root.startswith("/"):
         raise RootError(f"'{root}' must be an absolute path (it may hold * ? [] and **)")
-    if ".." in root.split("/"):
-        raise RootError(f"'{root}' must not contain '..'")
     try:
         return normalise_workspace(root)
     except WorkspaceError as e:

@@ -14,7 +14,14 @@ from mailui4agents.db.types import utcnow
 from mailui4agents.domain.aliases import auto_alias
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.domain.modes import normalise_enforcement
-from mailui4agents.services import access, delivery, identity, platform_sessions, sessions
+from mailui4agents.services import (
+    access,
+    delivery,
+    identity,
+    platform_sessions,
+    sessions,
+    tasking,
+)
 from mailui4agents.services.platform_sessions import PlatformSessionIn
 from mailui4agents.services.principals import Principal
 from mailui4agents.settings import Settings
@@ -74,7 +81,11 @@ async def interactive_session(
 ) -> SessionRow:
     """The mail session of an interactive platform session: one per platform
     session, created on first use with workspace = the platform's cwd, and a first
-    mail to the owner so that the owner is the human who decides."""
+    mail to the owner so that the owner is the human who decides. The owner must
+    be one of the agent's owners (403 otherwise)."""
+    if await identity.kind_of(s, owner) != "user":
+        raise invalid_value("owner", f"no user is named '{owner}' (set AGENTMAIL_OWNER)")
+    await tasking.check_interactive_owner(s, agent.name, owner)
     found = await s.scalar(
         select(SessionRow).where(
             SessionRow.platform_id == platform_id, SessionRow.created_by == agent.name
@@ -82,8 +93,6 @@ async def interactive_session(
     )
     if found is not None:
         return found
-    if await identity.kind_of(s, owner) != "user":
-        raise invalid_value("owner", f"no user is named '{owner}' (set AGENTMAIL_OWNER)")
     label = title or "terminal"
     row = await sessions.create_session(s, settings, agent.name, cwd, auto_alias(agent.name, label))
     row.platform_id = row.platform_id or platform_id

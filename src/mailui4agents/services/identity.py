@@ -16,11 +16,19 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import AgentKeyRow, AgentOwnerRow, AgentRow, UserRow, UserTokenRow
+from mailui4agents.db.tables import (
+    AgentKeyRow,
+    AgentOwnerRow,
+    AgentRow,
+    AgentTaskerRow,
+    UserRow,
+    UserTokenRow,
+)
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import names
 from mailui4agents.domain.errors import conflict, invalid_value, not_found
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
+from mailui4agents.services import tasking
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.wire.models import (
     AgentKeyOut,
@@ -288,18 +296,29 @@ async def create_agent(
     *,
     creator: str,
     owners: list[str] | None = None,
+    taskers: list[str] | None = None,
 ) -> tuple[AgentRow, str]:
     """A new agent with its first key. Its owners (who see and adopt its platform
-    sessions) are `owners`, or the admin who creates it."""
+    sessions, and set it to work) are `owners`, or the admin who creates it;
+    `taskers`: further people who may set it to work; `workspaces`: its roots."""
     name = _check_name(name, "name")
     if await name_taken(s, name):
         raise conflict(f"the name '{name}' is already taken")
     chosen = list(dict.fromkeys(owners if owners is not None else [creator]))
     await _check_users(s, chosen, "owners")
-    row = AgentRow(name=name, workspaces=normalised_workspaces(workspaces))
+    picked = list(dict.fromkeys(taskers or ()))
+    await _check_users(s, picked, "taskers")
+    # The workspaces given at creation are the agent's roots (where mail may set
+    # it to work); `workspaces` is what it reports itself, empty until it does.
+    row = AgentRow(name=name, workspaces=[], workspace_roots=tasking.roots_of(workspaces or []))
     s.add(row)
     await s.flush()
     s.add_all(AgentOwnerRow(agent_id=row.id, username=u, added_by=creator) for u in chosen)
+    s.add_all(
+        AgentTaskerRow(agent_id=row.id, username=u, added_by=creator)
+        for u in picked
+        if u not in chosen
+    )
     key = await issue_agent_key(s, row)
     return row, key
 
@@ -559,7 +578,10 @@ async def agent_out(s: AsyncSession, row: AgentRow, connected_streams: int) -> A
     return AgentOut(
         name=row.name,
         owners=owners,
-        workspaces=row.workspaces,
+        workspaces=list(row.workspace_roots or []),
+        reported_workspaces=list(row.workspaces or []),
+        max_mode=tasking.max_mode_out(row),
+        taskers=await tasking.taskers(s, row),
         status=row.status,
         platform=row.platform,
         version=row.version,

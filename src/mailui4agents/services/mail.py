@@ -24,7 +24,15 @@ from mailui4agents.domain.errors import invalid_value
 from mailui4agents.domain.results import Duplicate, Sent
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.events import log
-from mailui4agents.services import access, attachments, delivery, identity, limits, sessions
+from mailui4agents.services import (
+    access,
+    attachments,
+    delivery,
+    identity,
+    limits,
+    sessions,
+    tasking,
+)
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import (
     MailContext,
@@ -179,6 +187,11 @@ async def send_mail(
             if a.name not in seen:  # one delivery per person, "to" wins over "cc"
                 seen.add(a.name)
                 deliveries.append((a.name, kinds[a.name], role))
+    # Who may set an agent to work, where and how freely (docs/access.md): refused
+    # before anything of the mail is written (a session made above rolls back).
+    await tasking.check_send(
+        s, sender, deliveries, session, created, permission_mode, from_session_id
+    )
     await limits.check_send(s, settings, sender, session, relay, [h for _, h, _ in deliveries])
     if created:
         # The humans on a session's first mail own it (docs/access.md).

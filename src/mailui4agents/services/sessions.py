@@ -21,7 +21,7 @@ from mailui4agents.domain.errors import (
     invalid_value,
 )
 from mailui4agents.events import log
-from mailui4agents.services import access, identity, permissions
+from mailui4agents.services import access, identity, permissions, tasking
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.session_view import audience, describe, describe_many, get_session
 from mailui4agents.settings import Settings
@@ -398,6 +398,7 @@ async def update_session(
     if alias is not None and alias == row.proposed_alias:
         row.proposed_alias = row.proposed_by = None  # the proposal is settled
     if permission_mode is not None:
+        await tasking.check_mode_change(s, who, row, permission_mode)
         row.permission_mode = permission_mode
     if archived is not None:
         row.status = "archived" if archived else "active"

@@ -297,12 +297,33 @@ class AgentKeyOut(Lenient):
     expires_at: Timestamp | None = None
 
 
+class TaskerOut(Lenient):
+    """A person who may set an agent to work: an owner, or a tasker an owner added."""
+
+    name: str
+    role: str  # owner | tasker
+    added_by: str | None = None
+    created_at: Timestamp | None = None
+
+
+class MaxModeOut(Lenient):
+    """The highest permission mode an agent's owners and its other taskers may start."""
+
+    owners: str = "full"
+    taskers: str = "workspace"
+
+
 class AgentOut(Lenient):
-    """An agent as admins see it (no secrets); `connected_streams`: its open streams."""
+    """An agent as its owners and admins see it (no secrets); `workspaces`: its
+    workspace roots (globs, set by owners); `reported_workspaces`: what the agent
+    last reported in its heartbeat; `connected_streams`: its open streams."""
 
     name: str
     owners: list[str] = Field(default_factory=list)
     workspaces: list[str] | None = None
+    reported_workspaces: list[str] | None = None
+    max_mode: MaxModeOut | None = None
+    taskers: list[TaskerOut] = Field(default_factory=list)
     status: str | None = None
     platform: str | None = None
     version: str | None = None

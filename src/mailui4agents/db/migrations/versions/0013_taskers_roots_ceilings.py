@@ -40,9 +40,7 @@ def upgrade() -> None:
             sa.Column("max_mode_owners", sa.String(20), nullable=False, server_default="full")
         )
         batch.add_column(
-            sa.Column(
-                "max_mode_taskers", sa.String(20), nullable=False, server_default="workspace"
-            )
+            sa.Column("max_mode_taskers", sa.String(20), nullable=False, server_default="workspace")
         )
     op.create_table(
         "agent_taskers",
@@ -60,9 +58,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_agent_taskers_username", "agent_taskers", ["username"], unique=False)
     with op.batch_alter_table("grants") as batch:
-        batch.add_column(
-            sa.Column("scope", sa.String(10), nullable=False, server_default="prefix")
-        )
+        batch.add_column(sa.Column("scope", sa.String(10), nullable=False, server_default="prefix"))
     op.execute("UPDATE grants SET scope = 'every' WHERE pattern IS NULL")
 
 
