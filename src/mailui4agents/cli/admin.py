@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from mailui4agents.cli.common import echo_json, run
@@ -53,35 +55,65 @@ def user_list(as_json: bool) -> None:
 
 @click.group("agent")
 def agent() -> None:
-    """Manage agents and their keys (admin only)."""
+    """Manage agents and their keys (admin only); who may set them to work (owners too)."""
+
+
+WORKSPACE_HELP = (
+    "A workspace root: a folder (glob) mail may set the agent to work in, e.g. "
+    "'/srv/*' or '/home/ana/src/**'; repeatable (docs/access.md)."
+)
 
 
 @agent.command("add")
 @click.argument("name")
-@click.option(
-    "--workspace",
-    "workspaces",
-    multiple=True,
-    metavar="PATH",
-    help="A workspace (project directory) the agent works in; repeatable.",
-)
+@click.option("--workspace", "workspaces", multiple=True, metavar="GLOB", help=WORKSPACE_HELP)
 @click.option(
     "--owner",
     "owners",
     multiple=True,
     metavar="USER",
-    help="A person who sees and adopts the agent's platform sessions; repeatable (default: you).",
+    help="A person who sees and adopts the agent's platform sessions and sets it to work; "
+    "repeatable (default: you).",
+)
+@click.option(
+    "--tasker",
+    "taskers",
+    multiple=True,
+    metavar="USER",
+    help="Another person who may set the agent to work; repeatable.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print {name, key, created_at} as JSON.")
 def agent_add(
-    name: str, workspaces: tuple[str, ...], owners: tuple[str, ...], as_json: bool
+    name: str,
+    workspaces: tuple[str, ...],
+    owners: tuple[str, ...],
+    taskers: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Create the agent NAME and print its key (shown only this once)."""
+    roots = list(workspaces)
+    if not roots and not as_json and sys.stdin is not None and sys.stdin.isatty():
+        answer = click.prompt(
+            "Workspace roots (where mail may set it to work; globs, space-separated; "
+            "empty: nowhere yet)",
+            default="",
+            show_default=False,
+            err=True,
+        )
+        roots = answer.split()
 
     async def create(client: AsyncClient) -> AgentCreated:
-        return await client.admin_create_agent(name, list(workspaces) or None, list(owners) or None)
+        return await client.admin_create_agent(
+            name, roots or None, list(owners) or None, list(taskers) or None
+        )
 
     created = run(create)
+    if not roots:
+        click.echo(
+            f"warning: {name} has no workspace roots and works nowhere until an owner "
+            f"sets them: agentmail agent set {name} --workspace GLOB",
+            err=True,
+        )
     if as_json:
         shown = to_json(created)
         echo_json({k: shown.get(k) for k in ("name", "key", "created_at")})
@@ -116,6 +148,63 @@ def agent_owners(name: str, add: str | None, remove: str | None, as_json: bool) 
         return
     for item in owners:
         click.echo(f"{item.username}  (added by {item.added_by})")
+
+
+@agent.command("taskers")
+@click.argument("name")
+@click.option("--add", "add", metavar="USER", help="Let USER set the agent to work.")
+@click.option("--remove", "remove", metavar="USER", help="Take that from USER.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def agent_taskers(name: str, add: str | None, remove: str | None, as_json: bool) -> None:
+    """Show (or change) who may set agent NAME to work: its owners and the taskers
+    they add (owners and admins only)."""
+    found = run(lambda client: client.agent_taskers(name, add=add, remove=remove))
+    if as_json:
+        echo_json(found)
+        return
+    for item in found:
+        click.echo(f"{item.name}  {item.role}  (added by {item.added_by})")
+
+
+MODE = click.Choice(["plan", "workspace", "full"])
+
+
+@agent.command("set")
+@click.argument("name")
+@click.option("--workspace", "workspaces", multiple=True, metavar="GLOB", help=WORKSPACE_HELP)
+@click.option("--no-workspaces", is_flag=True, help="Remove every root: it works nowhere.")
+@click.option("--max-mode-owners", type=MODE, help="The highest mode its owners may start.")
+@click.option("--max-mode-taskers", type=MODE, help="The highest mode its other taskers may start.")
+@click.option("--json", "as_json", is_flag=True, help="Print the agent as JSON.")
+def agent_set(
+    name: str,
+    workspaces: tuple[str, ...],
+    no_workspaces: bool,
+    max_mode_owners: str | None,
+    max_mode_taskers: str | None,
+    as_json: bool,
+) -> None:
+    """Set where agent NAME may be set to work (the --workspace roots replace the
+    old ones) and how freely; without options, show them (owners and admins only)."""
+    if no_workspaces and workspaces:
+        raise click.UsageError("--no-workspaces and --workspace exclude each other")
+    roots = [] if no_workspaces else (list(workspaces) or None)
+    out = run(
+        lambda client: client.update_agent(
+            name,
+            workspaces=roots,
+            max_mode_owners=max_mode_owners,
+            max_mode_taskers=max_mode_taskers,
+        )
+    )
+    if as_json:
+        echo_json(out)
+        return
+    click.echo(f"{out.name}")
+    click.echo(f"  workspace roots: {', '.join(out.workspaces or []) or '(none: works nowhere)'}")
+    if out.max_mode is not None:
+        click.echo(f"  highest mode: owners {out.max_mode.owners}, taskers {out.max_mode.taskers}")
+    click.echo(f"  taskers: {', '.join(f'{t.name} ({t.role})' for t in out.taskers)}")
 
 
 @agent.command("rotate-key")

@@ -34,6 +34,7 @@ from mailui4agents.wire.models import (
     OwnerOut,
     ParticipantOut,
     Suggestions,
+    TaskerOut,
     TokenOut,
     UserCreated,
     UserOut,
@@ -71,16 +72,57 @@ class AsyncClient(Transport):
         return UserCreated.model_validate(await self._call("POST", "/admin/users", json=body))
 
     async def admin_create_agent(
-        self, name: str, workspaces: list[str] | None = None, owners: list[str] | None = None
+        self,
+        name: str,
+        workspaces: list[str] | None = None,
+        owners: list[str] | None = None,
+        taskers: list[str] | None = None,
     ) -> AgentCreated:
         """Create an agent (admin only); its ``key`` is shown once. ``owners``
-        (default: you) see and adopt its platform sessions."""
+        (default: you) see and adopt its platform sessions and set it to work,
+        as ``taskers`` do; ``workspaces``: its workspace roots (globs)."""
         body: dict[str, Any] = {"name": name}
         if workspaces is not None:
             body["workspaces"] = workspaces
         if owners is not None:
             body["owners"] = owners
+        if taskers is not None:
+            body["taskers"] = taskers
         return AgentCreated.model_validate(await self._call("POST", "/admin/agents", json=body))
+
+    async def agent_taskers(
+        self, name: str, *, add: str | None = None, remove: str | None = None
+    ) -> list[TaskerOut]:
+        """Who may set agent ``name`` to work (its owners and admins ask), after
+        adding/removing one."""
+        path = f"/agents/{seg(name)}/taskers"
+        if add is not None:
+            await self._call("POST", path, json={"name": add})
+        if remove is not None:
+            await self._call("DELETE", f"{path}/{seg(remove)}")
+        return (await self._page(path, {}, TaskerOut)).items
+
+    async def update_agent(
+        self,
+        name: str,
+        *,
+        workspaces: list[str] | None = None,
+        max_mode_owners: str | None = None,
+        max_mode_taskers: str | None = None,
+    ) -> AgentOut:
+        """Set agent ``name``'s workspace roots (replaced whole) and mode ceilings."""
+        body: dict[str, Any] = {}
+        if workspaces is not None:
+            body["workspaces"] = workspaces
+        ceilings = {
+            k: v for k, v in (("owners", max_mode_owners), ("taskers", max_mode_taskers)) if v
+        }
+        if ceilings:
+            body["max_mode"] = ceilings
+        path = f"/agents/{seg(name)}"
+        if not body:
+            return AgentOut.model_validate(await self._call("GET", path))
+        return AgentOut.model_validate(await self._call("PATCH", path, json=body))
 
     async def admin_agent_owners(
         self, name: str, *, add: str | None = None, remove: str | None = None
