@@ -180,9 +180,16 @@ async def decide(gw: Gateway, who: Principal, request_id: str, choice: Choice) -
     return to_json(out)
 
 
-async def request_kind(gw: Gateway, request_id: str) -> str:
+async def request_kind(gw: Gateway, who: Principal, request_id: str) -> str:
+    """The request's kind, for who may decide it: NotFound for who may not read
+    its session, Forbidden for a reader without the power — what deciding would
+    answer, before the kind could tell anything (docs/access.md)."""
+    what = f"permission request '{request_id}'"
     async with gw.read() as s:
-        return (await permissions.get_request(s, request_id)).kind
+        row = await permissions.get_request(s, request_id)
+        found = await session_view.get_session(s, row.session_id)
+        await access.Reader(who).ensure_decide(s, found, what)
+        return row.kind
 
 
 async def update_session(
@@ -240,14 +247,23 @@ async def contacts(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
 ONLINE_HEARTBEAT_S = 120
 
 
-async def agents_status(gw: Gateway) -> list[dict[str, Any]]:
-    """Every agent's platform, version, enforcement, last heartbeat and whether it
-    is online (an open stream, or a heartbeat in the last two minutes); no keys."""
+async def agents_status(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
+    """Every agent's name and enforcement; for admins and the agent's owners also
+    its platform, version, last heartbeat and whether it is online (an open
+    stream, or a heartbeat in the last two minutes): `details`. No keys.
+
+    Why only they: what runs where, in which version, and when it last
+    answered is what someone probing the agents wants to know first."""
     from datetime import UTC, datetime
 
     now = datetime.now(UTC)
     out = []
     for a in await agents(gw):
+        if not (who.is_admin or who.name in a["owners"]):
+            out.append(
+                {"name": a["name"], "mode_enforcement": a["mode_enforcement"], "details": False}
+            )
+            continue
         seen = a["last_seen_at"]
         recent = seen is not None and (
             (now - datetime.fromisoformat(seen)).total_seconds() < ONLINE_HEARTBEAT_S
@@ -261,6 +277,7 @@ async def agents_status(gw: Gateway) -> list[dict[str, Any]]:
                 "last_seen_at": seen,
                 "streams": a["connected_streams"],
                 "online": bool(a["connected_streams"]) or recent,
+                "details": True,
             }
         )
     return out

@@ -403,7 +403,7 @@ async def decide(request: Request, request_id: str) -> Response:
     note = _text(form, "note").strip() or None
     pattern = _text(form, "grant_pattern").strip() or None
     try:
-        kind = await data.request_kind(gw, request_id)
+        kind = await data.request_kind(gw, user.principal, request_id)
         answers: list[str] | None = None
         if kind == "question":
             # A question is answered, never approved or denied.
@@ -439,7 +439,7 @@ async def contacts_page(request: Request) -> Response:
         "contacts.html",
         user,
         contacts=await data.contacts(gw, user.principal),
-        agents=await data.agents_status(gw),
+        agents=await data.agents_status(gw, user.principal),
         **await _common(request, user),
     )
 
