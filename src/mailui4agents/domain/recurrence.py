@@ -6,18 +6,28 @@ UTC instants: "daily at 09:00 Europe/Berlin" stays at 09:00 local across a DST
 change, so its UTC time moves by an hour. A wall time that does not exist (the
 hour skipped in spring) resolves as `zoneinfo` does (fold=0: the earlier offset),
 so it still happens exactly once.
+
+Validation computes occurrences only up to the horizon (`Schedule.cap`). dateutil
+stops at UNTIL only on a day the rule's BYxxx parts keep: a rule that keeps none
+(`FREQ=MINUTELY;BYMONTH=2;BYMONTHDAY=30`) was walked day by day to the year 9999,
+8 s of CPU per request on the event loop. So the capped schedule is computed as
+many years later as its years keep their calendar (weekdays, leap years), as close
+to 9999 as fits: some decades are walked past the cap, not millennia. The rule's
+grammar is checked before dateutil reads it (domain/rrule_parts.py).
 """
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import MAXYEAR, UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dateutil.rrule import rrule, rrulestr
 
+from mailui4agents.domain import rrule_parts
 from mailui4agents.domain.errors import Invalid
 
 # RRULE parts that make no sense for mail or that dateutil reads as a second rule.
@@ -68,6 +78,44 @@ def _local_until(m: re.Match[str], tz: ZoneInfo) -> str:
     return "UNTIL=" + at.astimezone(tz).strftime("%Y%m%dT%H%M%S")
 
 
+_WALL = "%Y%m%dT%H%M%S"
+MAX_START_AGO = timedelta(days=1)  # how far back a new schedule may start
+# What dateutil raises on a rule it cannot follow (after rrule_parts has checked it).
+DATEUTIL_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
+
+
+def _calendar(year: int) -> tuple[bool, int]:
+    return calendar.isleap(year), date(year, 1, 1).weekday()
+
+
+def same_calendar_shift(first: int, last: int) -> int:
+    """The most years (up to 400: the Gregorian cycle) the years `first`…`last`
+    can move towards 9999 with every date on the same weekday and every year as
+    long: the calendar they have there is theirs."""
+    mine = [_calendar(y) for y in range(first, last + 1)]
+    for shift in range(MAXYEAR - 1 - last, -1, -1):
+        if all(_calendar(first + i + shift) == c for i, c in enumerate(mine)):
+            return shift
+    return 0
+
+
+def _later(at: datetime, years: int) -> datetime:
+    return at.replace(year=at.year + years) if years else at
+
+
+def _capped(rule: str, cap: datetime, shift: int) -> tuple[str, int | None]:
+    """`rule` (UNTIL already local) ending at `cap` at the latest, `shift` years
+    later, without its COUNT (dateutil refuses COUNT with UNTIL); and the COUNT."""
+    parts = rrule_parts.check(rule)
+    count = parts.pop("COUNT", None)
+    until = parts.pop("UNTIL", None)
+    if until is not None:
+        at = datetime.strptime(until, _WALL) if "T" in until else datetime.strptime(until, "%Y%m%d")
+        cap = min(cap, at)
+    parts["UNTIL"] = _later(cap, shift).strftime(_WALL)
+    return ";".join(f"{k}={v}" for k, v in parts.items()), None if count is None else int(count)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A validated schedule: wall-clock start, its zone, and the rule (or None)."""
@@ -75,30 +123,49 @@ class Schedule:
     start: datetime  # naive, wall clock in `tz`
     tz: ZoneInfo
     rule: str | None
+    cap: datetime | None = None  # naive wall clock: nothing is computed past it
 
-    def _rrule(self) -> rrule | None:
+    def _rrule(self) -> tuple[rrule | None, int | None]:
+        """The dateutil rule, and the COUNT left out of it when capped."""
         if self.rule is None:
-            return None
+            return None, None
         rule = _UNTIL_UTC.sub(lambda m: _local_until(m, self.tz), self.rule)
-        r = rrulestr(rule, dtstart=self.start, forceset=False, cache=False)
+        count = None
+        if self.cap is not None:
+            rule, count = _capped(rule, self.cap, self._shift)
+        r = rrulestr(rule, dtstart=_later(self.start, self._shift), forceset=False, cache=False)
         assert isinstance(r, rrule)
-        return r
+        return r, count
+
+    @property
+    def _shift(self) -> int:
+        """Years the capped schedule is computed later (module docstring)."""
+        if self.cap is None:
+            return 0
+        return same_calendar_shift(self.start.year - 1, self.cap.year + 1)
+
+    def _wall(self, shifted: datetime) -> datetime:
+        return _later(shifted, -self._shift)
 
     def occurrences(self) -> Iterator[datetime]:
         """Every occurrence, in UTC, in order (endless for an unbounded rule)."""
-        r = self._rrule()
+        r, count = self._rrule()
         if r is None:
             yield to_utc(self.start, self.tz)
             return
-        for local in r:
-            yield to_utc(local, self.tz)
+        for n, local in enumerate(r):
+            if count is not None and n >= count:
+                return
+            yield to_utc(self._wall(local), self.tz)
 
     def next_after(self, after: datetime | None) -> datetime | None:
         """The first occurrence strictly after `after` (UTC; None: the first one)."""
-        r = self._rrule()
+        r, _ = self._rrule()
         if r is None:
             first = to_utc(self.start, self.tz)
             return first if after is None or first > after else None
+        if self.cap is not None:  # capped: walked from the start, to the cap at most
+            return next((at for at in self.occurrences() if after is None or at > after), None)
         if after is None:
             for local in r:
                 return to_utc(local, self.tz)
@@ -130,38 +197,59 @@ def parse_rule(text: str | None, limits: Limits, field: str = "rrule") -> str | 
     for part in _REFUSED_PARTS:
         if part in upper:
             raise Invalid(field, f"{part} is not accepted in rrule; give start_at and timezone")
+    rrule_parts.check(upper, field)
     return upper
 
 
 def schedule(
-    start: datetime, tz_name: str, rule_text: str | None, limits: Limits, now: datetime
+    start: datetime,
+    tz_name: str,
+    rule_text: str | None,
+    limits: Limits,
+    now: datetime,
+    *,
+    new_start: bool = True,
 ) -> Schedule:
     """Validate a schedule (Invalid names the field): the zone exists, the rule
     parses, the first occurrence is not in the past (a minute's slack for clock
-    skew) nor beyond the horizon, and the rule stays within the limits."""
+    skew) nor beyond the horizon, and the rule stays within the limits.
+    `new_start`: the start or the rule is new (not an edit of other fields), so
+    it may lie at most MAX_START_AGO in the past: occurrences are computed from
+    the start, and a rule started years ago would be walked from then."""
     tz = zone(tz_name)
     rule = parse_rule(rule_text, limits)
     sched = Schedule(local_start(start, tz), tz, rule)
+    if new_start and to_utc(sched.start, tz) < now - MAX_START_AGO:
+        raise Invalid("start_at", "start_at is more than a day ago; give the next occurrence")
+    # Nothing past the horizon (and a day for the zone's offset) is computed here.
+    end = (now + limits.horizon).astimezone(tz).replace(tzinfo=None) + timedelta(days=1)
     try:
-        r = sched._rrule()
-    except (ValueError, TypeError) as e:
+        first = _checked(Schedule(sched.start, tz, rule, cap=end), now, limits)
+    except DATEUTIL_ERRORS as e:
         raise Invalid("rrule", f"not an RFC 5545 RRULE: {e}") from None
-    if rule is not None and "FREQ=SECONDLY" in rule:
-        raise Invalid("rrule", "FREQ=SECONDLY is not accepted; the shortest gap is a minute")
-    first = sched.next_after(now - timedelta(seconds=60))
-    if first is None:
-        raise Invalid("start_at", "the schedule has no occurrence in the future")
-    if r is None and first < now - timedelta(seconds=60):
-        raise Invalid("start_at", "start_at is in the past")
     if first > now + limits.horizon:
         raise Invalid(
             "start_at",
             f"the first occurrence is more than {limits.horizon.days} days ahead",
             limit=limits.horizon.days,
         )
-    if r is not None:
-        _check_density(sched, first, limits)
     return sched
+
+
+def _checked(capped: Schedule, now: datetime, limits: Limits) -> datetime:
+    """The first occurrence (Invalid if none; nothing past the cap is computed)."""
+    first = capped.next_after(now - timedelta(seconds=60))
+    if first is None:
+        raise Invalid(
+            "start_at",
+            f"the schedule has no occurrence in the next {limits.horizon.days} days",
+            limit=limits.horizon.days,
+        )
+    if capped.rule is None and first < now - timedelta(seconds=60):
+        raise Invalid("start_at", "start_at is in the past")
+    if capped.rule is not None and first <= now + limits.horizon:
+        _check_density(capped, first, limits)
+    return first
 
 
 def _check_density(sched: Schedule, first: datetime, limits: Limits) -> None:

@@ -81,10 +81,17 @@ class Draft:
 
 
 async def _check(
-    s: AsyncSession, settings: Settings, who: Principal, d: Draft, now: datetime
+    s: AsyncSession,
+    settings: Settings,
+    who: Principal,
+    d: Draft,
+    now: datetime,
+    *,
+    new: bool = True,
 ) -> tuple[recurrence.Schedule, datetime, list[AttachmentRow]]:
     """Validate a draft (Invalid names the field); the schedule, its next due
-    time and the attachment rows, in order."""
+    time and the attachment rows, in order. `new`: the start or the rule is new
+    (recurrence.schedule's `new_start`)."""
     content.check_mail(settings, d.subject, d.body)
     await mail.resolve_recipients(s, settings, d.to, d.cc)
     if who.kind == "agent" and d.permission_mode is not None:
@@ -95,7 +102,7 @@ async def _check(
     scope = await access.reader(s, who, d.from_session_id)
     files = await attachments.check_for_send(s, scope, d.attachment_ids)
     sched = recurrence.schedule(
-        parse_start(d.start_at), d.timezone, d.rrule, limits_of(settings), now
+        parse_start(d.start_at), d.timezone, d.rrule, limits_of(settings), now, new_start=new
     )
     nxt = sched.next_after(now - timedelta(seconds=60))
     assert nxt is not None  # schedule() refuses a schedule without one
@@ -205,7 +212,8 @@ async def update(
         from_session_id=changes.get("from_session_id", row.from_session_id),
     )
     now = utcnow()
-    sched, _, files = await _check(s, settings, who, d, now)
+    fresh = "start_at" in changes or "rrule" in changes
+    sched, _, files = await _check(s, settings, who, d, now, new=fresh)
     # Never an occurrence already delivered: a minute's slack must not repeat one.
     last = await s.scalar(
         select(func.max(CalendarOccurrenceRow.due_at)).where(
