@@ -167,3 +167,32 @@ async def test_pages_send_a_strict_content_security_policy(api: Api) -> None:
     csp = r.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert r.headers["cache-control"] == "no-store"
+
+
+async def test_the_admin_form_gives_a_new_agent_its_roots_and_taskers(api: Api) -> None:
+    """The creation form asks where the agent may work and who may set it to work
+    (docs/access.md); without roots the agent list says it works nowhere."""
+    api.open_agents = False
+    await api.user("dora")
+    assert (await _web_login(api.http, "admin", ADMIN_PASSWORD)).status_code == 303
+    page = await api.http.get("/admin")
+    assert 'name="workspaces"' in page.text and 'name="taskers"' in page.text
+    csrf = _csrf_of(page.text)
+    form = {
+        "csrf": csrf,
+        "name": "bot",
+        "workspaces": "/srv/*\n/home/ana/src/**",
+        "taskers": "dora",
+    }
+    r = await api.http.post("/admin/agents", data=form)
+    assert r.status_code == 200, r.text
+    got = await api.http.get("/api/v1/agents/bot", headers=api.auth("admin"))
+    assert got.json()["workspaces"] == ["/srv/*", "/home/ana/src/**"]
+    assert [(t["name"], t["role"]) for t in got.json()["taskers"]] == [
+        ("admin", "owner"),
+        ("dora", "tasker"),
+    ]
+    r = await api.http.post("/admin/agents", data={"csrf": csrf, "name": "idle"})
+    assert r.status_code == 200, r.text
+    listing = (await api.http.get("/admin")).text
+    assert "<code>/srv/*</code>" in listing and "<strong>nowhere</strong>" in listing

@@ -329,9 +329,13 @@ async def reset_password(
         await identity.reset_password(s, username, hashed, keep_token=keep)
 
 
-async def add_agent(gw: Gateway, who: Principal, name: str) -> str:
+async def add_agent(
+    gw: Gateway, who: Principal, name: str, roots: list[str], taskers: list[str]
+) -> str:
     async with gw.write() as s:
-        _, key = await identity.create_agent(s, name, None, creator=who.name, owners=None)
+        _, key = await identity.create_agent(
+            s, name, roots, creator=who.name, owners=None, taskers=taskers
+        )
     return key
 
 

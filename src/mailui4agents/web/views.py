@@ -545,7 +545,9 @@ async def admin_action(request: Request, action: str) -> Response:
             )
         elif action == "agents":
             name = _text(form, "name").strip()
-            key = await data.add_agent(gw, user.principal, name)
+            roots = _text(form, "workspaces").split()
+            taskers = [t.strip() for t in _text(form, "taskers").split(",") if t.strip()]
+            key = await data.add_agent(gw, user.principal, name, roots, taskers)
             return _key_page(request, user, name, key)
         elif action == "rotate":
             name = _text(form, "name")
