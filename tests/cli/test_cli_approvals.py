@@ -135,7 +135,9 @@ def world(shared_gateway: GatewayProcess, tmp_path: Path) -> Iterator[World]:
             headers=admin,
         )
         assert r.status_code == 201, r.text
-        r = http.post("/api/v1/admin/agents", json={"name": agent_name}, headers=admin)
+        # ana may set it to work (docs/access.md); the admin owns it.
+        agent = {"name": agent_name, "taskers": [ana_name], "workspaces": ["/**"]}
+        r = http.post("/api/v1/admin/agents", json=agent, headers=admin)
         assert r.status_code == 201, r.text
         key = r.json()["key"]
 

@@ -268,9 +268,11 @@ def ana(admin: Cli, names: Names, tmp_path: Path) -> Cli:
 
 
 @pytest.fixture
-def claude(admin: Cli, names: Names, tmp_path: Path) -> Cli:
-    """The agent: its key in AGENTMAIL_KEY and an empty config directory."""
-    created = admin_post(admin, "/api/v1/admin/agents", {"name": names.claude})
+def claude(admin: Cli, ana: Cli, names: Names, tmp_path: Path) -> Cli:
+    """The agent: its key in AGENTMAIL_KEY and an empty config directory. ana may
+    set it to work anywhere (docs/access.md)."""
+    agent = {"name": names.claude, "taskers": [names.ana], "workspaces": ["/**"]}
+    created = admin_post(admin, "/api/v1/admin/agents", agent)
     return Cli(admin.url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": created["key"]})
 
 

@@ -200,7 +200,8 @@ class Human:
     async def new_session(
         self, mode: str = "workspace", *, agent: str = "claude", sender: str = "ana"
     ) -> str:
-        """A new session in /srv/shop started by `sender` mailing `agent`."""
+        """A new session in /srv/shop started by `sender` mailing `agent` (an
+        agent sender: from a session ana started with it, docs/access.md)."""
         body: dict[str, Any] = {
             "to": [f"{agent}@/srv/shop.new"],
             "subject": f"task {uuid.uuid4().hex[:8]}",
@@ -209,6 +210,8 @@ class Human:
         human = self.tokens[sender].startswith("am_user_")
         if human:
             body["permission_mode"] = mode
+        else:
+            body["from_session_id"] = await self.new_session(agent=sender)
         path = "/api/v1/mail" if human else "/api/v1/agent/mail"
         r = await self.http.post(path, json=body, headers=self.auth(sender))
         assert r.status_code == 201, r.text
