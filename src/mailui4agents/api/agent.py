@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.pages import json_object, json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
-from mailui4agents.api.validation import error_from_validation
+from mailui4agents.api.validation import BodyLimit, error_from_validation
 from mailui4agents.services import (
     access,
     agents,
@@ -123,7 +123,7 @@ async def inbox(
     mark_read: bool = False,
     limit: Limit = 50,
     cursor: str | None = None,
-    body_limit: Annotated[int | None, Query(ge=0)] = None,
+    body_limit: BodyLimit = None,
 ) -> Response:
     """Bodies are previews (`inbox_preview_chars`, `body_truncated: true`) unless
     `body_limit` says how much to keep (0 = whole bodies); read one mail for all of it."""
@@ -160,7 +160,7 @@ async def read_mail(
     who: Agent,
     gw: GatewayDep,
     session_id: str | None = None,
-    body_limit: Annotated[int | None, Query(ge=0)] = None,
+    body_limit: BodyLimit = None,
 ) -> Response:
     async with gw.write() as s:
         reader = await access.reader(s, who, session_id)

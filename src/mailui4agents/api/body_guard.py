@@ -8,7 +8,9 @@
   attachment limit, and they read their body only after authentication.
 - JSON bodies are strict (domain/strict_json.py): the problems Python's parser
   lets through become 400s naming the field, in the one error shape.
-- Query parameters hold no NUL (SQLite and FTS cannot search for one).
+- Query parameters and path parameters hold no NUL (SQLite and FTS cannot
+  search for one, PostgreSQL text cannot hold one: a NUL in a path id was a 500
+  there). JSON text neither (domain/strict_json.py).
 
 Starlette's RequestBodyLimitMiddleware counts too, but answers in plain text
 where a route did not raise, and takes its per-route limit at declaration time;
@@ -18,7 +20,10 @@ ours come from settings.
 from __future__ import annotations
 
 import json
+import re
+import weakref
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -67,6 +72,36 @@ def _query_problem(scope: Scope) -> ApiError | None:
     return None
 
 
+def _path_problem(scope: Scope) -> ApiError | None:
+    """A NUL in the path: named by the documented path parameter that holds it
+    (the OpenAPI document's templates: the routes are not matched yet), else "path"."""
+    path = scope["path"]
+    if "\x00" not in path:
+        return None
+    field = "path"
+    for pattern in _templates(scope.get("app")):
+        m = pattern.fullmatch(path)
+        if m is not None:
+            field = next((k for k, v in m.groupdict().items() if "\x00" in v), field)
+            break
+    return ApiError(400, "invalid_value", f'path parameter "{field}" holds a NUL', field=field)
+
+
+_TEMPLATES: weakref.WeakKeyDictionary[Any, list[re.Pattern[str]]] = weakref.WeakKeyDictionary()
+
+
+def _templates(app: Any) -> list[re.Pattern[str]]:
+    """The app's documented paths as patterns, `{name}` a group (built once per app)."""
+    if not hasattr(app, "openapi"):
+        return []
+    if app not in _TEMPLATES:
+        _TEMPLATES[app] = [
+            re.compile(re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(p)))
+            for p in app.openapi().get("paths", {})
+        ]
+    return _TEMPLATES[app]
+
+
 def _is_json(content_type: bytes | None) -> bool:
     # The same rule as FastAPI's: no content type, application/json or +json.
     if content_type is None:
@@ -90,7 +125,7 @@ class BodyGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        problem = _query_problem(scope)
+        problem = _query_problem(scope) or _path_problem(scope)
         if problem is not None:
             await reply(send, problem)
             return

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import json_object, json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import Limit, MailCreate
+from mailui4agents.api.validation import BodyLimit
 from mailui4agents.services import access, content, mail, reading
 from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page
 
@@ -55,7 +56,7 @@ async def mailbox(
     q: str | None = None,
     limit: Limit = 50,
     cursor: str | None = None,
-    body_limit: Annotated[int | None, Query(ge=0)] = None,
+    body_limit: BodyLimit = None,
 ) -> Response:
     """Bodies are previews (`inbox_preview_chars`) unless `body_limit` says how
     much to keep (0 = whole bodies)."""

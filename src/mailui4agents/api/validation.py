@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +18,12 @@ from mailui4agents.errors import ApiError
 
 # JSON has no UUID type: accept the string form (and only well-formed ones).
 Id = Annotated[uuid.UUID, Field(strict=False)]
+
+# Body characters a listing or a read keeps (0: the whole body). The services
+# fetch body_limit + 1 characters, bound as a 32-bit integer on PostgreSQL: past
+# this it overflowed (500s from 2^31 on PostgreSQL, 2^63 - 1 on SQLite).
+BODY_LIMIT_MAX = 2**31 - 2
+BodyLimit = Annotated[int | None, Query(ge=0, le=BODY_LIMIT_MAX)]
 
 
 class StrictBody(BaseModel):

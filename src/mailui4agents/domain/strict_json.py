@@ -75,7 +75,7 @@ def _constant(name: str) -> _Bad:
 
 def _safe(key: str) -> str:
     """A key as it can be shown in an error: lone surrogates escaped, clipped."""
-    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+    shown = key.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\0")
     return shown if len(shown) <= 100 else shown[:100] + "…"
 
 
@@ -114,6 +114,8 @@ def _check_text(field: str, text: str) -> None:
         raise JsonProblem(
             field, f'field "{field}" holds a lone surrogate escape (\\ud800-\\udfff)'
         ) from None
+    if "\x00" in text:  # PostgreSQL text cannot hold one (SQLite and FTS search badly)
+        raise JsonProblem(field, f'field "{field}" holds a NUL (\\u0000)')
 
 
 def loads(raw: bytes) -> Any:
