@@ -31,7 +31,7 @@ from mailui4agents.db.tables import (
     RecipientRow,
     SessionRow,
 )
-from mailui4agents.db.types import utcnow
+from mailui4agents.db.types import SerialId, utcnow
 from mailui4agents.domain.errors import Missing, invalid_value, not_found
 from mailui4agents.services import access, attachments, request_input
 from mailui4agents.services.mail import contexts
@@ -87,7 +87,9 @@ def parse_cursor(value: str | None) -> int | None:
         after = int(value)
     except ValueError:
         after = -1
-    if not 0 <= after < 2**63:  # a mail seq: what SQLite binds (larger ones were 500s)
+    # A mail seq: 64 bits on both databases (bound as SerialId: Integer was int4 on
+    # PostgreSQL, and a cursor past 2^31 a 500 there); larger ones were 500s too.
+    if not 0 <= after < 2**63:
         raise invalid_value("cursor", "cursor is not one this server gave out")
     return after
 
@@ -187,7 +189,7 @@ def _inbox_stmt(
             MailRow.subject.like(pattern, escape="/") | MailRow.body.like(pattern, escape="/")
         )
     if after:
-        cursor = bindparam("after", type_=Integer)
+        cursor = bindparam("after", type_=SerialId)
         stmt = stmt.where(order < cursor if newest_first else order > cursor)
     order_by = order.desc() if newest_first else order
     return stmt.order_by(order_by).limit(bindparam("limit", type_=Integer))
@@ -201,7 +203,7 @@ def _thread_stmt(after: bool) -> Select[Any]:
         .where(MailRow.session_id == bindparam("session_id"))
     )
     if after:
-        stmt = stmt.where(MailRow.seq > bindparam("after", type_=Integer))
+        stmt = stmt.where(MailRow.seq > bindparam("after", type_=SerialId))
     return stmt.order_by(MailRow.seq).limit(bindparam("limit", type_=Integer))
 
 
