@@ -514,3 +514,39 @@ def test_agent_owners_are_shown_and_changed_by_an_admin(world: World, tmp_path: 
     assert [o["username"] for o in admin.json("agent", "owners", pi)] == [ana]
     # A person who is not an admin cannot see or change owners.
     assert world.ana("agent", "owners", claude).returncode != 0
+
+
+def test_an_owner_sets_taskers_roots_and_ceilings_from_the_command_line(
+    world: World, tmp_path: Path
+) -> None:
+    """`agent add --workspace --tasker`, `agent taskers`, `agent set`: for the
+    agent's owners (not only admins); anyone else exits non-zero."""
+    ana, bot = world.ana_name, f"bot-{world.ana_name}"
+    admin = Cli(world.ana.url, tmp_path / "xdg-admin", {})
+    admin.ok("login", "--username", "admin", "--password", ADMIN_PASSWORD)
+    added = admin("agent", "add", bot, "--owner", ana)
+    assert added.returncode == 0, added.stderr
+    assert "works nowhere until an owner sets them" in added.stderr  # no roots given
+    # ana owns bot: she manages it without being an admin.
+    shown = world.ana.json("agent", "set", bot)
+    assert shown["workspaces"] == [] and shown["max_mode"] == {
+        "owners": "full",
+        "taskers": "workspace",
+    }
+    out = world.ana.json(
+        "agent", "set", bot, "--workspace", "/srv/*", "--workspace", "/home/x/**",
+        "--max-mode-taskers", "plan",
+    )  # fmt: skip
+    assert out["workspaces"] == ["/srv/*", "/home/x/**"]
+    assert out["max_mode"]["taskers"] == "plan"
+    listed = world.ana.json("agent", "taskers", bot, "--add", "admin")
+    assert [(t["name"], t["role"]) for t in listed] == [(ana, "owner"), ("admin", "tasker")]
+    text = world.ana.ok("agent", "taskers", bot, "--remove", "admin").stdout
+    assert f"{ana}  owner" in text and "admin" not in text.replace("added by admin", "")
+    assert world.ana.json("agent", "set", bot, "--no-workspaces")["workspaces"] == []
+    # The agent's own key, and the admin for another's agent only as admin: the
+    # agent cannot widen its own roots.
+    refused = world.claude_cli("agent", "set", bot, "--workspace", "/**")
+    assert refused.returncode != 0
+    bad = world.ana("agent", "set", bot, "--max-mode-owners", "root")
+    assert bad.returncode == 2 and "root" in bad.stderr

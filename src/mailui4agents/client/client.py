@@ -95,12 +95,7 @@ class AsyncClient(Transport):
     ) -> list[TaskerOut]:
         """Who may set agent ``name`` to work (its owners and admins ask), after
         adding/removing one."""
-        path = f"/agents/{seg(name)}/taskers"
-        if add is not None:
-            await self._call("POST", path, json={"name": add})
-        if remove is not None:
-            await self._call("DELETE", f"{path}/{seg(remove)}")
-        return (await self._page(path, {}, TaskerOut)).items
+        return await self._people(f"/agents/{seg(name)}/taskers", TaskerOut, add, remove)
 
     async def update_agent(
         self,
@@ -128,12 +123,7 @@ class AsyncClient(Transport):
         self, name: str, *, add: str | None = None, remove: str | None = None
     ) -> list[OwnerOut]:
         """The owners of agent ``name`` (admin only), after adding/removing one."""
-        path = f"/admin/agents/{seg(name)}/owners"
-        if add is not None:
-            await self._call("POST", path, json={"name": add})
-        if remove is not None:
-            await self._call("DELETE", f"{path}/{seg(remove)}")
-        return (await self._page(path, {}, OwnerOut)).items
+        return await self._people(f"/admin/agents/{seg(name)}/owners", OwnerOut, add, remove)
 
     async def admin_list_users(self) -> list[UserOut]:
         """Every user (admin only, no secrets), all pages."""

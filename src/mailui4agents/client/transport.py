@@ -116,6 +116,16 @@ class Transport:
                 return
             cursor = page.next_cursor
 
+    async def _people(
+        self, path: str, model: type[M], add: str | None, remove: str | None
+    ) -> list[M]:
+        """A list of people at `path` (POST `{name}` adds, DELETE `…/name` removes)."""
+        if add is not None:
+            await self._call("POST", path, json={"name": add})
+        if remove is not None:
+            await self._call("DELETE", f"{path}/{seg(remove)}")
+        return (await self._page(path, {}, model)).items
+
     async def _all(self, path: str, model: type[M]) -> list[M]:
         items: list[M] = []
         async for page in self._pages(path, {}, model):
