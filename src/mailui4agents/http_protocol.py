@@ -14,10 +14,14 @@ gateway's CPU per bare request halved against h11 on asyncio (bench/README.md,
   than `header_max_bytes` of request line and headers is answered 431 and the
   connection closed; so is a header still incomplete after that many bytes.
 
-The body is not covered: once its header is complete a request is the app's
-(api/body_guard.py bounds bodies). It subclasses uvicorn's protocol class (not a
-public API; tests/e2e/test_header_timeout.py checks the behaviour on every
-uvicorn we pin).
+- **body time**: a request body must be whole within `body_timeout_s` of its
+  header (api/body_guard.py bounds its size). A client that sent a header with
+  `Content-Length: 1000` and then stalled, or dribbled a byte every few seconds,
+  held its connection and the app's request for as long as it liked.
+
+It subclasses uvicorn's protocol class (not a public API;
+tests/e2e/test_header_timeout.py and test_body_timeout.py check the behaviour on
+every uvicorn we pin).
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ class HeaderLimitsProtocol(HttpToolsProtocol):
 
     header_timeout_s: float = 10.0
     header_max_bytes: int = HEADER_MAX_BYTES
+    body_timeout_s: float = 60.0
     _header_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
     _waiting_header = True  # a request's header has begun (or may begin) and is not whole
     _raw_bytes = 0  # bytes of reads that began while waiting for a header
     _header_bytes = 0  # request line and header fields parsed so far
@@ -55,6 +61,7 @@ class HeaderLimitsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._body_done()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -87,14 +94,27 @@ class HeaderLimitsProtocol(HttpToolsProtocol):
             self._refuse()
             return
         super().on_headers_complete()
+        # Its body, if any, must follow in time (a bodiless request completes now).
+        self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_timed_out)
 
     def on_body(self, body: bytes) -> None:
         if not self.transport.is_closing():
             super().on_body(body)
 
     def on_message_complete(self) -> None:
+        self._body_done()
         if not self.transport.is_closing():
             super().on_message_complete()
+
+    def _body_done(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
 
     def on_response_complete(self) -> None:
         pipelined = bool(self.pipeline)  # the next request's header is whole: it starts now
@@ -125,11 +145,15 @@ class HeaderLimitsProtocol(HttpToolsProtocol):
 
 
 def with_header_limits(
-    seconds: float, max_bytes: int = HEADER_MAX_BYTES
+    seconds: float, max_bytes: int = HEADER_MAX_BYTES, body_seconds: float = 60.0
 ) -> type[HeaderLimitsProtocol]:
     """The protocol class for uvicorn.Config(http=...), with these bounds."""
     return type(
         "HeaderLimitsProtocol",
         (HeaderLimitsProtocol,),
-        {"header_timeout_s": seconds, "header_max_bytes": max_bytes},
+        {
+            "header_timeout_s": seconds,
+            "header_max_bytes": max_bytes,
+            "body_timeout_s": body_seconds,
+        },
     )

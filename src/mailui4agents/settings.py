@@ -161,6 +161,13 @@ class Settings(BaseModel):
         "(`agentmail serve`); slower ones are closed. Also how long an idle kept-alive "
         "connection stays open: keep it above clients' keep-alive (httpx: 5 s).",
     )
+    body_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a request body may take to arrive whole after its header "
+        "(`agentmail serve`); a client that stalls or dribbles it is closed. An upload "
+        "of attachment_max_bytes (25 MiB) needs about 0.5 MB/s at the default.",
+    )
 
     # Calendar (docs/behaviour.md#calendar, docs/limits.md).
     calendar_horizon_days: int = Field(

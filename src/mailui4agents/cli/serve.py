@@ -38,7 +38,22 @@ def _print_admin_password(password: object) -> None:
     help="PostgreSQL URL (postgresql://…); default: SQLite in the data dir.",
 )
 @click.option("--log-level", default="info", show_default=True)
-def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_level: str) -> None:
+@click.option(
+    "--forwarded-allow-ips",
+    default="",
+    envvar="AGENTMAIL_FORWARDED_ALLOW_IPS",
+    help="Comma-separated addresses (or networks) of proxies whose X-Forwarded-For "
+    "and X-Forwarded-Proto are believed; default: nobody's, the client address is "
+    "the peer's. Login limits count per client address.",
+)
+def serve(
+    host: str,
+    port: int,
+    data_dir: Path,
+    database_url: str | None,
+    log_level: str,
+    forwarded_allow_ips: str,
+) -> None:
     """Run the gateway. Migrations are applied at start."""
     import uvicorn
 
@@ -60,7 +75,12 @@ def serve(host: str, port: int, data_dir: Path, database_url: str | None, log_le
         # request went out: a POST lost with ReadError).
         timeout_keep_alive=int(settings.header_timeout_s) + 1,
         loop=LOOP,
-        http=with_header_limits(settings.header_timeout_s),
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise:
+        # any local process could then name a new address per login attempt and
+        # dodge the per-address login limit. Only the proxies named here.
+        proxy_headers=bool(forwarded_allow_ips.strip()),
+        forwarded_allow_ips=forwarded_allow_ips.strip() or None,
+        http=with_header_limits(settings.header_timeout_s, body_seconds=settings.body_timeout_s),
     )
     server = uvicorn.Server(config)
 
