@@ -21,6 +21,7 @@ from mailui4agents.api import (
     auth,
     calendar,
     discovery,
+    docs_page,
     events,
     health,
     mail,
@@ -125,7 +126,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         title="MailUI4Agents",
         version=__version__,
         openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        docs_url=None,  # api/docs_page.py serves it, with its security headers
         redoc_url=None,
         lifespan=lifespan,
     )
@@ -151,5 +152,6 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(calendar.agent_router)
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
+    app.include_router(docs_page.router)
     document_errors(app)
     return app

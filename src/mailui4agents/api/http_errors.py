@@ -8,7 +8,7 @@ hid PATCH /sessions/{id}).
 from __future__ import annotations
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -39,11 +39,15 @@ def allowed_methods(request: Request) -> list[str]:
     ]
 
 
-async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
+async def http_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     headers = dict(exc.headers or {})
     if exc.status_code == 404:
         err = ApiError(404, "not_found", f"no route {request.url.path}")
+    elif exc.status_code == 405 and request.method == "OPTIONS":
+        # OPTIONS asks what the path allows: its own methods, nothing more (no CORS).
+        allow = [*allowed_methods(request), "OPTIONS"]
+        return Response(status_code=204, headers={"Allow": ", ".join(allow)})
     elif exc.status_code == 405:
         allow = allowed_methods(request)
         headers["Allow"] = ", ".join(allow)

@@ -15,6 +15,10 @@ documents instead the error statuses it can answer, all in the one error shape
 
 Event streams answer `text/event-stream`, not JSON: their 200 documents the
 frame model (wire.models.EventFrame) under that media type (STREAMS).
+
+Every operation behind a token names its kind in `security` (SECURITY_SCHEMES):
+an agent key (`am_agent_`) under /api/v1/agent/, a person's token (`am_user_`)
+elsewhere; the public ones have `security: []`.
 """
 
 from __future__ import annotations
@@ -77,6 +81,27 @@ STREAMS = {"/api/v1/events", "/api/v1/agent/events"}
 PUBLIC = {"/api/v1/auth/login", "/healthz", "/readyz"}
 
 
+SECURITY_SCHEMES = {
+    "agentKey": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An agent key (am_agent_…), from POST /api/v1/admin/agents",
+    },
+    "userToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A person's token (am_user_…), from POST /api/v1/auth/login",
+    },
+}
+
+
+def security_of(path: str) -> list[dict[str, list[str]]]:
+    """The `security` of the operations on `path` (module docstring)."""
+    if path in PUBLIC:
+        return []
+    return [{"agentKey" if path.startswith("/api/v1/agent/") else "userToken": []}]
+
+
 def error_statuses(method: str, path: str, op: dict[str, Any]) -> set[int]:
     """The error statuses `method path` can answer (module docstring)."""
     params = op.get("parameters", [])
@@ -117,6 +142,7 @@ def document_errors(app: FastAPI) -> None:
             schema = original()
             for path, item in schema.get("paths", {}).items():
                 for method, op in item.items():
+                    op["security"] = security_of(path)
                     responses = op.setdefault("responses", {})
                     responses.pop("422", None)
                     if path in STREAMS:
@@ -127,6 +153,7 @@ def document_errors(app: FastAPI) -> None:
                             "description": DESCRIPTIONS[code],
                             "content": {"application/json": {"schema": ref}},
                         }
+            schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             components.pop("HTTPValidationError", None)
             components.pop("ValidationError", None)

@@ -65,6 +65,7 @@ class _State:
     file: FilePart | None = None
     unknown: str | None = None
     twice: bool = False
+    ended: bool = False  # the closing boundary was read
     chunks: list[bytes] = field(default_factory=list)
 
 
@@ -129,6 +130,9 @@ async def receive_file(
     def on_part_end() -> None:
         st.in_file = False
 
+    def on_end() -> None:
+        st.ended = True
+
     callbacks: MultipartCallbacks = {
         "on_part_begin": on_part_begin,
         "on_header_field": on_header_field,
@@ -137,6 +141,7 @@ async def receive_file(
         "on_headers_finished": on_headers_finished,
         "on_part_data": on_part_data,
         "on_part_end": on_part_end,
+        "on_end": on_end,
     }
     try:
         parser = MultipartParser(boundary, callbacks)  # refuses an absurd boundary
@@ -150,6 +155,8 @@ async def receive_file(
     except FormParserError:
         raise invalid_value(FIELD, "the multipart body is malformed") from None
     _refuse(st)
+    if not st.ended:  # cut short: the file would be kept truncated
+        raise invalid_value(FIELD, "the multipart body ends before its closing boundary")
     if st.file is None:
         raise _missing()
     return st.file
