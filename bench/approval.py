@@ -123,7 +123,11 @@ async def setup(http: httpx.AsyncClient) -> tuple[str, str, str]:
     assert r.status_code == 201, r.text
     r = await http.post("/api/v1/auth/login", json={"username": "ana", "password": USER_PASSWORD})
     ana = r.json()["token"]
-    r = await http.post("/api/v1/admin/agents", json={"name": "claude"}, headers=admin)
+    r = await http.post(
+        "/api/v1/admin/agents",
+        json={"name": "claude", "workspaces": ["/**"], "taskers": ["ana"]},
+        headers=admin,
+    )
     key = r.json()["key"]
     r = await http.post(
         "/api/v1/mail",

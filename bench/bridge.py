@@ -57,7 +57,11 @@ def setup(url: str) -> tuple[str, str]:
                   headers=admin).raise_for_status()  # fmt: skip
         r = http.post("/api/v1/auth/login", json={"username": "ana", "password": "bench-pass"})
         ana = r.json()["token"]
-        r = http.post("/api/v1/admin/agents", json={"name": "bench"}, headers=admin)
+        r = http.post(
+            "/api/v1/admin/agents",
+            json={"name": "bench", "workspaces": ["/**"], "owners": ["ana"]},
+            headers=admin,
+        )
         return ana, r.json()["key"]
 
 
@@ -158,7 +162,7 @@ def main() -> None:
             bridge = subprocess.Popen(
                 [sys.executable, "-m", "mailui4agents.cli.main", "bridge", "--agent", "bench",
                  "--runner", "command", "--state-dir", str(tmp / "state"), "--log-level",
-                 "debug", "--", str(cli)],
+                 "debug", "--workspace-root", f"{tmp}/**", "--", str(cli)],
                 env=env, stderr=bridge_log.open("w"),
             )  # fmt: skip
             times, stored = asyncio.run(run(gateway.url, ana, workspace, args.turns))

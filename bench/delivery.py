@@ -55,7 +55,11 @@ async def setup(http: httpx.AsyncClient, agents: int) -> tuple[str, list[str]]:
     ana = r.json()["token"]
     keys = []
     for i in range(agents):
-        r = await http.post("/api/v1/admin/agents", json={"name": f"agent{i}"}, headers=admin)
+        r = await http.post(
+            "/api/v1/admin/agents",
+            json={"name": f"agent{i}", "workspaces": ["/**"], "taskers": ["ana"]},
+            headers=admin,
+        )
         keys.append(r.json()["key"])
     return ana, keys
 

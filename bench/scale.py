@@ -76,7 +76,12 @@ async def make_principals(url: str, users: int, agents: int) -> dict[str, str]:
             r = await http.post("/api/v1/admin/users", json=body, headers=admin)
             assert r.status_code == 201, r.text
         for i in range(agents):
-            r = await http.post("/api/v1/admin/agents", json={"name": f"agent{i}"}, headers=admin)
+            agent = {
+                "name": f"agent{i}",
+                "workspaces": ["/**"],
+                "taskers": [f"user{u}" for u in range(users)],
+            }
+            r = await http.post("/api/v1/admin/agents", json=agent, headers=admin)
             assert r.status_code == 201, r.text
             tokens[f"agent{i}"] = r.json()["key"]
     return tokens

@@ -69,7 +69,9 @@ async def kinds_of(c: httpx.AsyncClient) -> dict[str, Call]:
     login = {"username": "admin", "password": ADMIN_PASSWORD}
     token = (await c.post("/api/v1/auth/login", json=login)).json()["token"]
     admin = {"Authorization": f"Bearer {token}"}
-    r = await c.post("/api/v1/admin/agents", json={"name": "agent0"}, headers=admin)
+    r = await c.post(
+        "/api/v1/admin/agents", json={"name": "agent0", "workspaces": ["/**"]}, headers=admin
+    )
     agent = {"Authorization": f"Bearer {r.json()['key']}"}
     first = {"to": ["agent0@/srv/bench"], "subject": "s", "body": "x" * 200}
     r = await c.post("/api/v1/mail", json=first, headers=admin)

@@ -91,7 +91,11 @@ async def setup(http: httpx.AsyncClient, agents: int) -> tuple[str, list[str]]:
     r = await http.post("/api/v1/auth/login", json=body)
     keys = []
     for i in range(agents):
-        a = await http.post("/api/v1/admin/agents", json={"name": f"agent{i}"}, headers=admin)
+        a = await http.post(
+            "/api/v1/admin/agents",
+            json={"name": f"agent{i}", "workspaces": ["/**"], "taskers": ["ana"]},
+            headers=admin,
+        )
         keys.append(a.json()["key"])
     return r.json()["token"], keys
 

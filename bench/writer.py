@@ -39,16 +39,17 @@ async def setup(http: httpx.AsyncClient, senders: int) -> tuple[dict[str, str], 
     )
     admin = {"Authorization": f"Bearer {r.json()['token']}"}
     tokens: dict[str, str] = {}
-    for i in range(RECIPIENTS):
-        r = await http.post("/api/v1/admin/agents", json={"name": f"bot{i}"}, headers=admin)
-        tokens[f"bot{i}"] = r.json()["key"]
-    r = await http.post("/api/v1/admin/agents", json={"name": "claude"}, headers=admin)
-    tokens["claude"] = r.json()["key"]
-    for name in ["ana", *(f"sender{i}" for i in range(senders))]:
+    people = ["ana", *(f"sender{i}" for i in range(senders))]
+    for name in people:
         body = {"username": name, "password": USER_PASSWORD}
         await http.post("/api/v1/admin/users", json=body, headers=admin)
         r = await http.post("/api/v1/auth/login", json=body)
         tokens[name] = r.json()["token"]
+    # Every sender may set every agent to work anywhere (docs/access.md).
+    for name in [*(f"bot{i}" for i in range(RECIPIENTS)), "claude"]:
+        agent = {"name": name, "workspaces": ["/**"], "taskers": people}
+        r = await http.post("/api/v1/admin/agents", json=agent, headers=admin)
+        tokens[name] = r.json()["key"]
     r = await http.post(
         "/api/v1/mail",
         json={"to": ["claude@/srv/bench.new"], "subject": "bench", "body": "go"},

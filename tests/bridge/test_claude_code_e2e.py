@@ -142,8 +142,15 @@ async def test_agent_mail_gets_no_auto_relay(
     other = await human.new_agent(agent.workspace.parent / "other", agent.url)
     from mailui4agents.client import AsyncClient, ClientConfig
 
+    # other works in a session ana started with it (docs/access.md).
+    origin = await human.send(f"{other.name}@{other.workspace}.new", "coordinate")
     async with AsyncClient(ClientConfig(url=agent.url, key=other.key)) as client:
-        sent = await client.send_mail([f"{agent.name}@{agent.workspace}.new"], "fyi", "done")
+        sent = await client.send_mail(
+            [f"{agent.name}@{agent.workspace}.new"],
+            "fyi",
+            "done",
+            from_session_id=origin["session_id"],
+        )
         assert not isinstance(sent, dict)
         await agent.wait_ledger(f'"mail_id":"{sent.id}","state":"completed","outcome":"no_relay"')
         thread = await client.thread(sent.id, session_id=sent.session_id)

@@ -94,8 +94,16 @@ async def test_agent_mail_gets_no_auto_relay_and_a_human_mail_does(
     other = await human.new_agent(agent.workspace.parent / "other", agent.url)
     from mailui4agents.client import AsyncClient, ClientConfig
 
+    # other works in a session ana started with it: from there it may set the
+    # agent to work (docs/access.md, "Who may set an agent to work").
+    origin = await human.send(f"{other.name}@{other.workspace}.new", "coordinate")
     async with AsyncClient(ClientConfig(url=agent.url, key=other.key)) as client:
-        sent = await client.send_mail([f"{agent.name}@{agent.workspace}.new"], "hi", "do it")
+        sent = await client.send_mail(
+            [f"{agent.name}@{agent.workspace}.new"],
+            "hi",
+            "do it",
+            from_session_id=origin["session_id"],
+        )
     assert not isinstance(sent, dict)
     await agent.wait_record(
         lambda rs: any(r["event"] == "end" and r["mail_id"] == sent.id for r in rs)
