@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import random
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -348,3 +349,29 @@ async def test_random_agents_senders_workspaces_and_modes_agree_with_the_oracle(
     assert set(outcomes) == {None, "not_a_tasker", "workspace_not_allowed", "mode_not_allowed"}, (
         outcomes
     )
+
+
+async def test_a_calendar_entry_is_refused_when_it_is_made_not_at_its_delivery(
+    team: Api, settings: Settings
+) -> None:
+    """Mail for later follows the same rules, and says so when it is scheduled."""
+    start = (datetime.now(UTC) + timedelta(days=2)).strftime("%Y-%m-%dT09:00:00")
+    body = {"subject": "nightly", "body": "go", "start_at": start, "timezone": "UTC"}
+    before = db_all_rows(settings)
+    for who, to, mode, code in (
+        ("olga", "bot@/srv/shop.new", None, "not_a_tasker"),
+        ("dora", "bot@/etc.new", None, "workspace_not_allowed"),
+        ("dora", "bot@/srv/shop.new", "full", "mode_not_allowed"),
+    ):
+        extra = {} if mode is None else {"permission_mode": mode}
+        r = await team.http.post(
+            "/api/v1/calendar", json={**body, "to": [to], **extra}, headers=team.auth(who)
+        )
+        assert error(r)["code"] == code, (who, to, r.text)
+    assert db_all_rows(settings) == before
+    ok = await team.http.post(
+        "/api/v1/calendar",
+        json={**body, "to": ["bot@/srv/shop.new"], "permission_mode": "workspace"},
+        headers=team.auth("dora"),
+    )
+    assert ok.status_code == 201, ok.text

@@ -26,7 +26,7 @@ from mailui4agents.db.tables import (
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import recurrence
 from mailui4agents.domain.errors import Conflict, Forbidden, Invalid, not_found
-from mailui4agents.services import access, attachments, content, mail
+from mailui4agents.services import access, attachments, content, mail, tasking
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.views import attachment_out
 from mailui4agents.settings import Settings
@@ -93,11 +93,15 @@ async def _check(
     time and the attachment rows, in order. `new`: the start or the rule is new
     (recurrence.schedule's `new_start`)."""
     content.check_mail(settings, d.subject, d.body)
-    await mail.resolve_recipients(s, settings, d.to, d.cc)
+    rcpt = await mail.resolve_recipients(s, settings, d.to, d.cc)
     if who.kind == "agent" and d.permission_mode is not None:
         raise Invalid("permission_mode", "humans choose permission modes; agents leave it out")
     if who.kind == "user" and d.from_session_id is not None:
         raise Invalid("from_session_id", "only agents name the session they work in")
+    # Who may set the agents to work (docs/access.md): refused now, not at delivery.
+    await tasking.check_draft(
+        s, who, rcpt.to, rcpt.cc, rcpt.human, d.permission_mode, d.from_session_id
+    )
     content.check_count("attachment_ids", d.attachment_ids, settings.max_recipients)
     scope = await access.reader(s, who, d.from_session_id)
     files = await attachments.check_for_send(s, scope, d.attachment_ids)

@@ -5,7 +5,7 @@ and the use cases that change an agent's taskers, roots and ceilings
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from sqlalchemy import and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,6 +19,7 @@ from mailui4agents.db.tables import (
     SessionRow,
     UserRow,
 )
+from mailui4agents.domain.addresses import NEW_SESSION, Address
 from mailui4agents.domain.errors import Conflict, Forbidden, invalid_value, not_found
 from mailui4agents.domain.modes import MODES, Mode, mode_for_deciding
 from mailui4agents.domain.roots import RootError, normalise_roots
@@ -182,6 +183,35 @@ async def check_send(
     if mode != session.permission_mode:
         session.permission_mode = mode
         await s.flush()
+
+
+async def check_draft(
+    s: AsyncSession,
+    sender: Principal,
+    to: Sequence[Address],
+    cc: Sequence[Address],
+    human: Mapping[str, bool],
+    permission_mode: str | None,
+    from_session_id: str | None,
+) -> None:
+    """The same rules for mail to be sent later (a calendar entry), so that its
+    creator learns now, not at each delivery. The delivery checks again (the
+    rules may change meanwhile). Judged as if the mail started a session in its
+    first address's workspace; an agent's reply into an existing session is
+    left to the delivery (its origin is that session, not known yet)."""
+    if not to:
+        return
+    first = to[0]
+    starts = first.session in (None, NEW_SESSION)
+    if not sender.is_human and not starts:
+        return
+    draft = SessionRow(
+        id="", workspace=first.path, permission_mode="workspace", created_by=sender.name
+    )
+    deliveries = [
+        (a.name, human[a.name], role) for role, addrs in (("to", to), ("cc", cc)) for a in addrs
+    ]
+    await check_send(s, sender, deliveries, draft, starts, permission_mode, from_session_id)
 
 
 async def check_mode_change(
