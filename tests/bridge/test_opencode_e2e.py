@@ -66,8 +66,12 @@ def served(
     with httpx.Client(base_url=gateway.url, timeout=30) as http:
         r = http.post("/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD})
         # ana may set it to work in its folder (docs/access.md).
-        team = {"name": "opencoder", "taskers": ["ana"], "workspaces": [f"{root}/**"],
-                "max_mode": {"taskers": "full"}}
+        team = {
+            "name": "opencoder",
+            "taskers": ["ana"],
+            "workspaces": [f"{root}/**"],
+            "max_mode": {"taskers": "full"},
+        }
         r = http.post("/api/v1/admin/agents", json=team,
                       headers={"Authorization": f"Bearer {r.json()['token']}"})  # fmt: skip
         assert r.status_code == 201, r.text
