@@ -401,3 +401,34 @@ class CalendarOccurrenceRow(Base):
     late: Mapped[bool] = mapped_column(Boolean, default=False)
     mail_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class DeviceRow(Base):
+    """A named web session: a phone or browser paired by QR (services/devices.py).
+    Its login is the user token `token_id` (named after the device); revoking the
+    device revokes that token, so its cookie stops working at the next request."""
+
+    __tablename__ = "devices"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_id: Mapped[str] = mapped_column(
+        ForeignKey("user_tokens.id", ondelete="CASCADE"), unique=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class DevicePairingRow(Base):
+    """A one-time pairing code (only its SHA-256 is kept): single use, short-lived.
+    `used_at` is set by the conditional UPDATE that redeems it."""
+
+    __tablename__ = "device_pairings"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    code_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
