@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
+import ssl
 import sys
 from pathlib import Path
 
 import click
+
+REMOTE_DOC = "docs/remote.md"
 
 
 def _print_admin_password(password: object) -> None:
@@ -19,6 +23,44 @@ def _print_admin_password(password: object) -> None:
         err=True,
     )
     sys.stderr.flush()
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _plain_http_warning(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return (
+        f"agentmail: WARNING: plain http on {shown}:{port}, which is not a loopback "
+        "address: passwords, session cookies and agent keys travel in clear text. "
+        "Serve https with --tls-cert FILE --tls-key FILE, or bind 127.0.0.1 behind an "
+        f"https proxy with --forwarded-allow-ips 127.0.0.1 (see {REMOTE_DOC})."
+    )
+
+
+def _check_tls(cert: Path | None, key: Path | None) -> None:
+    """Both or neither; and loadable now, not as a traceback once uvicorn starts."""
+    if cert is None and key is None:
+        return
+    if key is None:
+        raise click.UsageError("--tls-cert needs --tls-key (the certificate's private key)")
+    if cert is None:
+        raise click.UsageError("--tls-key needs --tls-cert (the certificate chain)")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        raise click.UsageError(f"--tls-cert {cert} / --tls-key {key}: cannot load: {exc}") from exc
+
+
+def _root_path(value: str) -> str:
+    value = value.strip().rstrip("/")
+    if value and (not value.startswith("/") or "//" in value or "?" in value or "#" in value):
+        raise click.BadParameter("a path such as /agentmail", param_hint="--root-path")
+    return value
 
 
 @click.command()
@@ -46,6 +88,28 @@ def _print_admin_password(password: object) -> None:
     "and X-Forwarded-Proto are believed; default: nobody's, the client address is "
     "the peer's. Login limits count per client address.",
 )
+@click.option(
+    "--tls-cert",
+    default=None,
+    envvar="AGENTMAIL_TLS_CERT",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Serve https: the PEM certificate chain (with --tls-key). See docs/remote.md.",
+)
+@click.option(
+    "--tls-key",
+    default=None,
+    envvar="AGENTMAIL_TLS_KEY",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The PEM private key of --tls-cert.",
+)
+@click.option(
+    "--root-path",
+    default="",
+    envvar="AGENTMAIL_ROOT_PATH",
+    help="The path prefix a proxy serves the gateway under (it strips it before "
+    "forwarding), e.g. /agentmail: for the API and agents' clients; the web UI "
+    "wants a host of its own (docs/remote.md).",
+)
 def serve(
     host: str,
     port: int,
@@ -53,8 +117,13 @@ def serve(
     database_url: str | None,
     log_level: str,
     forwarded_allow_ips: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    root_path: str,
 ) -> None:
     """Run the gateway. Migrations are applied at start."""
+    _check_tls(tls_cert, tls_key)
+    root_path = _root_path(root_path)
     import uvicorn
 
     from mailui4agents.app import create_app
@@ -79,7 +148,12 @@ def serve(
         # any local process could then name a new address per login attempt and
         # dodge the per-address login limit. Only the proxies named here.
         proxy_headers=bool(forwarded_allow_ips.strip()),
+        # The scheme too (X-Forwarded-Proto: https, hence Secure cookies) is
+        # taken only from these proxies (uvicorn's ProxyHeadersMiddleware).
         forwarded_allow_ips=forwarded_allow_ips.strip() or None,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        root_path=root_path,
         http=with_header_limits(settings.header_timeout_s, body_seconds=settings.body_timeout_s),
     )
     server = uvicorn.Server(config)
@@ -89,10 +163,17 @@ def serve(
 
     async def startup(sockets: list[socket.socket] | None = None) -> None:
         await original_startup(sockets=sockets)
+        scheme = "https" if tls_cert is not None else "http"
+        exposed: list[tuple[str, int]] = []
         for srv in server.servers:
             for sock in srv.sockets:
                 h, p = sock.getsockname()[:2]
-                click.echo(f"agentmail: listening on http://{h}:{p}", err=True)
+                shown = f"[{h}]" if ":" in h else h
+                click.echo(f"agentmail: listening on {scheme}://{shown}:{p}", err=True)
+                if tls_cert is None and not _is_loopback(h):
+                    exposed.append((h, p))
+        for h, p in exposed:
+            click.echo(_plain_http_warning(h, p), err=True)
         sys.stderr.flush()
 
     server.startup = startup  # type: ignore[method-assign]
