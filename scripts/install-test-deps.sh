@@ -3,7 +3,8 @@
 # package `chromium`; never a browser downloaded by Playwright) and axe-core
 # (npm, pinned) for the accessibility check, into .cache/ (not committed); and
 # the PostgreSQL server binaries (Debian package `postgresql`: initdb, pg_ctl,
-# the `postgres` user) for the throwaway clusters of tests/pg_fixtures.py.
+# the `postgres` user) for the throwaway clusters of tests/pg_fixtures.py; and
+# Caddy (Debian package `caddy`), the reverse proxy of tests/e2e/test_proxy_caddy.py.
 # Under CI=true anything missing afterwards is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,19 @@ if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
   missing=1
 fi
 
+if ! command -v caddy >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing caddy (Debian package)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq caddy >/dev/null
+    # The package enables a system service on :80; the tests run their own.
+    if command -v systemctl >/dev/null && systemctl is-active --quiet caddy 2>/dev/null; then
+      systemctl stop caddy || true
+    fi
+  fi
+  command -v caddy >/dev/null || { echo "caddy missing: apt-get install caddy" >&2; missing=1; }
+fi
+
 AXE=.cache/axe-core-$AXE_VERSION/node_modules/axe-core/axe.min.js
 if [ ! -f "$AXE" ]; then
   if command -v npm >/dev/null; then
@@ -58,7 +72,7 @@ if [ ! -f "$AXE" ]; then
 fi
 
 if [ "$missing" = 1 ] && [ "${CI:-}" = "true" ]; then
-  echo "CI=true: test dependencies missing (browser or PostgreSQL)" >&2
+  echo "CI=true: test dependencies missing (browser, PostgreSQL or Caddy)" >&2
   exit 1
 fi
 exit 0

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -26,6 +25,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from mailui4agents.testing import FAST_HASH_ENV, clean_env
 from tests.conftest import ADMIN_PASSWORD
+from tests.needs import missing
 
 PER_ADDRESS = 3  # failed logins one address may have per window
 _LISTENING = re.compile(r"listening on (https?)://\S+:(\d+)")
@@ -229,9 +229,15 @@ def free_port() -> int:
 
 
 CADDY = shutil.which("caddy")
-needs_caddy = pytest.mark.skipif(
-    CADDY is None, reason="caddy missing: scripts/install-test-deps.sh (Debian package caddy)"
-)
+
+
+def needs_caddy() -> str:
+    """The caddy binary; missing: a failure under CI=true, else a skip (tests/needs.py)."""
+    if CADDY is None:
+        missing("caddy missing: scripts/install-test-deps.sh (Debian package caddy)")
+    return CADDY
+
+
 _CADDY_READY = re.compile(r"serving initial configuration")
 
 
@@ -246,14 +252,14 @@ class Caddy:
     out: _Output | None = None
 
     def start(self, timeout: float = 30.0) -> None:
-        assert CADDY is not None
+        caddy = needs_caddy()
         self.port = free_port()
         self.home.mkdir(parents=True, exist_ok=True)
         caddyfile = self.home / "Caddyfile"
         # No admin endpoint (:2019), no port 80 redirect listener, no certificate
         # management (the test CA's certificate is given), state in `home`.
         caddyfile.write_text(
-            "{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n"
+            "{\n\tadmin off\n\tauto_https off\n"
             f"\tstorage file_system {self.home / 'data'}\n}}\n"
             + self.site.replace("PORT", str(self.port))
         )
@@ -261,7 +267,7 @@ class Caddy:
             HOME=str(self.home), XDG_DATA_HOME=str(self.home), XDG_CONFIG_HOME=str(self.home)
         )
         self.proc = subprocess.Popen(
-            [CADDY, "run", "--config", str(caddyfile), "--adapter", "caddyfile"],
+            [caddy, "run", "--config", str(caddyfile), "--adapter", "caddyfile"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
