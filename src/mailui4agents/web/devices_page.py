@@ -1,0 +1,204 @@
+"""The web UI's device pages (docs/web.md, "Pairing a phone").
+
+`/devices`: the person's devices (rename, revoke) and "Pair a device", which
+shows the pairing QR code as an inline SVG made by segno, and its URL.
+`/pair/{code}`: the page a phone opens from the QR code. Its GET only shows
+whose device it becomes and one button; the POST (with the login form's
+double-submit CSRF cookie, scoped to /pair) uses the code and sets the web
+session cookie. A link scanner or chat preview fetching the URL therefore never
+uses the code. Both count against the login limiter's per-address windows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import segno
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+from markupsafe import Markup
+
+from mailui4agents.domain.errors import DomainError, RateLimited
+from mailui4agents.services import devices
+from mailui4agents.web import auth, data
+from mailui4agents.web.auth import WebUser, gateway
+from mailui4agents.web.views import SECURITY_HEADERS, _common, _done, _error, _guard, _page, _text
+
+router = APIRouter(include_in_schema=False)
+
+PAIR_PATH = "/pair"
+# The pairing page's URL holds the code: never send it on as a Referer.
+PAIR_HEADERS = {**SECURITY_HEADERS, "Referrer-Policy": "no-referrer", "X-Robots-Tag": "noindex"}
+UNUSABLE = "This pairing link is unknown, already used or expired. Ask for a new one."
+
+
+def qr_svg(url: str) -> Markup:
+    """The QR code of `url` as an inline <svg> (segno; no script, no external
+    load). Dark on white whatever the page's theme, so phones can read it."""
+    svg = segno.make(url, error="m").svg_inline(
+        scale=5, border=4, dark="#000", light="#fff", title="QR code of the pairing URL"
+    )
+    return Markup(svg)
+
+
+def pairing_url(request: Request, code: str) -> str:
+    return f"{str(request.base_url).rstrip('/')}{PAIR_PATH}/{code}"
+
+
+async def _render(
+    request: Request,
+    user: WebUser,
+    *,
+    pairing: dict[str, Any] | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+) -> Response:
+    gw = gateway(request)
+    async with gw.read() as s:
+        items = await devices.list_devices(s, user.principal)
+    return _page(
+        request,
+        "devices.html",
+        user,
+        status_code=status_code,
+        devices=[d.model_dump(mode="json") for d in items],
+        pairing=pairing,
+        error=error,
+        **(await _common(request, user)),
+    )
+
+
+@router.get("/devices")
+async def devices_page(request: Request) -> Response:
+    user = await auth.current(request)
+    if user is None:
+        return auth.to_login(request)
+    return await _render(request, user)
+
+
+@router.post("/devices/pair")
+async def pair(request: Request) -> Response:
+    """A pairing for a device of this person, shown once: the QR code and its URL."""
+    user, refused, form = await _guard(request)
+    if refused is not None:
+        return refused
+    assert user is not None
+    gw = gateway(request)
+    try:
+        async with gw.write() as s:
+            code, expires, _ = await devices.create_pairing(s, user.principal, _text(form, "name"))
+    except data.Refusal as refusal:
+        err = data.as_service_error(refusal)
+        return await _render(request, user, error=err.message, status_code=err.status)
+    url = pairing_url(request, code)
+    pairing = {
+        "url": url,
+        "qr": qr_svg(url),
+        "name": devices.clean_name(_text(form, "name")),
+        "expires_at": expires.isoformat().replace("+00:00", "Z"),
+    }
+    return await _render(request, user, pairing=pairing)
+
+
+@router.post("/devices/{device_id}")
+async def device_action(request: Request, device_id: str) -> Response:
+    user, refused, form = await _guard(request)
+    if refused is not None:
+        return refused
+    assert user is not None
+    gw = gateway(request)
+    try:
+        action = _text(form, "action")
+        async with gw.write() as s:
+            if action == "revoke":
+                await devices.revoke_device(s, user.principal, device_id)
+            elif action == "rename":
+                await devices.rename_device(s, user.principal, device_id, _text(form, "name"))
+            else:
+                raise data.ServiceError(400, "invalid_value", "unknown action", field="action")
+    except data.Refusal as err:
+        return _error(request, user, err)
+    return _done(request, f"/devices#device-{quote(device_id)}")
+
+
+# --- the page a phone opens ---------------------------------------------------
+
+
+def _pair_page(request: Request, code: str, status_code: int = 200, **ctx: Any) -> Response:
+    token, fresh = auth.login_csrf(request)
+    response = _page(
+        request,
+        "pair.html",
+        None,
+        status_code=status_code,
+        login_csrf=token,
+        action=f"{PAIR_PATH}/{quote(code, safe='')}",
+        **ctx,
+    )
+    response.headers.update(PAIR_HEADERS)
+    if fresh:
+        response.set_cookie(
+            auth.LOGIN_CSRF_COOKIE,
+            token,
+            max_age=3600,
+            httponly=True,
+            samesite="lax",
+            secure=auth.is_https(request),
+            path=PAIR_PATH,
+        )
+    return response
+
+
+def _refused(request: Request, code: str, refusal: DomainError) -> Response:
+    err = data.as_service_error(refusal)
+    response = _pair_page(request, code, status_code=err.status, error=err.message)
+    response.headers.update(err.headers)
+    return response
+
+
+@router.get(PAIR_PATH + "/{code}")
+async def pair_page(request: Request, code: str) -> Response:
+    """Whose device this browser becomes, and one button; nothing is used yet."""
+    gw = gateway(request)
+    address = data.client_address(request)
+    try:
+        stamp = devices.begin_guess(gw.logins, address)
+    except RateLimited as refusal:
+        return _refused(request, code, refusal)
+    async with gw.read() as s:
+        found = await devices.peek(s, code)
+    if found is None:
+        return _pair_page(request, code, status_code=404, error=UNUSABLE)
+    devices.guess_succeeded(gw.logins, address, stamp)
+    username, name = found
+    return _pair_page(request, code, username=username, device=name)
+
+
+@router.post(PAIR_PATH + "/{code}")
+async def pair_login(request: Request, code: str) -> Response:
+    """Use the code: this browser is logged in as the device (once)."""
+    form = await request.form(max_files=0, max_fields=10)
+    sent = form.get(auth.CSRF_FIELD)
+    if not auth.login_csrf_ok(request, sent if isinstance(sent, str) else ""):
+        return Response(
+            "missing or wrong CSRF token: reload the page and try again",
+            status_code=403,
+            media_type="text/plain",
+            headers=PAIR_HEADERS,
+        )
+    gw = gateway(request)
+    address = data.client_address(request)
+    try:
+        stamp = devices.begin_guess(gw.logins, address)
+    except RateLimited as refusal:
+        return _refused(request, code, refusal)
+    async with gw.write() as s:
+        token = await devices.redeem(s, code, gw.settings.web_session_ttl_s)
+    if token is None:
+        return _pair_page(request, code, status_code=404, error=UNUSABLE)
+    devices.guess_succeeded(gw.logins, address, stamp)
+    done = RedirectResponse("/", status_code=303)
+    auth.set_session_cookie(request, done, token)
+    done.delete_cookie(auth.LOGIN_CSRF_COOKIE, path=PAIR_PATH)
+    return done
