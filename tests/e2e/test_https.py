@@ -6,12 +6,17 @@ Secure cookies; the warning for plain http on an address that is not loopback
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from mailui4agents.client import lite
+from mailui4agents.testing import clean_env
+from tests.conftest import ADMIN_PASSWORD
 from tests.e2e.remote_parts import (
     Served,
     client,
@@ -20,6 +25,7 @@ from tests.e2e.remote_parts import (
     serve_args,
     web_login,
 )
+from tests.needs import missing
 
 pytestmark = [pytest.mark.e2e]
 
@@ -103,3 +109,47 @@ def test_plain_http_on_an_address_that_is_not_loopback_is_warned_about(tmp_path:
     assert warning is not None, text
     for advice in ("clear text", "--tls-cert FILE --tls-key FILE", "docs/remote.md"):
         assert advice in warning.group(0), warning.group(0)
+
+
+DOC = Path(__file__).parents[2] / "docs" / "remote.md"
+_BLOCK = re.compile(r"<!-- tests/e2e/test_https\.py runs this block[^>]*-->\n```sh\n(.*?)```", re.S)
+
+
+def test_the_own_ca_commands_of_docs_remote_md_make_a_certificate_clients_trust(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("openssl") is None:
+        missing("openssl missing: apt-get install openssl")
+    m = _BLOCK.search(DOC.read_text())
+    assert m is not None, "the own-CA block of docs/remote.md"
+    script = m.group(1).replace("mailbox.lan", "localhost").replace("192.168.1.20", "127.0.0.1")
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        env={**clean_env(), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "server.pem: OK" in run.stdout, run.stdout
+    ca = tmp_path / "agentmail-ca"
+    gw = Served(
+        tmp_path / "data",
+        ["--tls-cert", str(ca / "server.pem"), "--tls-key", str(ca / "server.key")],
+    )
+    gw.start()
+    try:
+        assert gw.scheme == "https"
+        # As the page says: the hooks' client trusts the CA through SSL_CERT_FILE.
+        monkeypatch.setenv("SSL_CERT_FILE", str(ca / "ca.pem"))
+        for host in ("127.0.0.1", "localhost"):
+            hooks = lite.Gateway(f"https://{host}:{gw.port}", None)
+            answer = hooks.call(
+                "POST",
+                "/auth/login",
+                {"username": "admin", "password": ADMIN_PASSWORD},
+                until=time.monotonic() + 30,
+            )
+            assert answer["user"]["username"] == "admin", answer
+    finally:
+        gw.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD
@@ -92,6 +93,27 @@ def test_behind_caddy_the_client_address_and_https_come_from_the_proxy(tmp_path:
             page = http.get("/login", headers={"X-Forwarded-Proto": "https"})
             (login_csrf,) = set_cookies(page, "am_login_csrf")
             assert "secure" not in flags(login_csrf), login_csrf
+
+
+def test_behind_caddy_an_event_stream_is_passed_on_as_it_is_written(tmp_path: Path) -> None:
+    for _gw, caddy, certs in proxied(tmp_path, SITE):
+        with client(f"https://127.0.0.1:{caddy.port}", certs) as http:
+            login = http.post(
+                "/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
+            )
+            token = login.json()["token"]
+            # The stream's first frame comes at once and the stream stays open: a
+            # proxy buffering it would hold the frame past this 10 s read timeout.
+            with http.stream(
+                "GET",
+                "/api/v1/events",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=httpx.Timeout(30, read=10),
+            ) as stream:
+                assert stream.status_code == 200
+                assert stream.headers["content-type"].startswith("text/event-stream")
+                first = next(stream.iter_raw())
+                assert first.startswith(b": connected"), first
 
 
 PREFIXED = """https://127.0.0.1:PORT {
