@@ -32,6 +32,8 @@ COMMANDS = {
     "login": "mailui4agents.cli.auth:login",
     "logout": "mailui4agents.cli.auth:logout",
     "tokens": "mailui4agents.cli.auth:tokens",
+    "pair": "mailui4agents.cli.devices:pair",
+    "devices": "mailui4agents.cli.devices:devices",
     "send": "mailui4agents.cli.mail:send",
     "inbox": "mailui4agents.cli.mail:inbox",
     "read": "mailui4agents.cli.mail:read",
