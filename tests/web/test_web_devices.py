@@ -16,7 +16,8 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from mailui4agents.db.tables import DevicePairingRow
+from mailui4agents.db.tables import DevicePairingRow, DeviceRow
+from mailui4agents.services import devices
 from mailui4agents.services.identity import hash_token
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
@@ -268,3 +269,25 @@ async def test_the_devices_page_shows_the_qr_code_as_inline_svg_and_revokes(
     assert (await phone.get("/")).status_code == 303  # the phone is logged out
     no_csrf = await web.post(f"/devices/{device['id']}", data={"action": "revoke"})
     assert no_csrf.status_code == 403
+
+
+async def test_last_seen_at_follows_the_device_s_requests_at_most_once_a_minute(
+    api: Api, phone: httpx.AsyncClient
+) -> None:
+    await api.user("ana")
+    assert (await use(phone, (await pairing(api, "ana"))["url"])).status_code == 303
+    [device] = (await api.http.get("/api/v1/devices", headers=api.auth("ana"))).json()["items"]
+    assert device["last_seen_at"] == device["created_at"]  # seen when it paired
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    async with gateway_of(api).write() as s:
+        await s.execute(update(DeviceRow).values(last_seen_at=an_hour_ago))
+    devices._SEEN_MEMO.clear()  # this process's memory of recent writes: as after a minute
+    assert (await phone.get("/")).status_code == 200
+    [now] = (await api.http.get("/api/v1/devices", headers=api.auth("ana"))).json()["items"]
+    seen = datetime.fromisoformat(now["last_seen_at"].replace("Z", "+00:00"))
+    assert seen > datetime.now(UTC) - timedelta(minutes=1), now
+    async with gateway_of(api).write() as s:
+        await s.execute(update(DeviceRow).values(last_seen_at=an_hour_ago))
+    assert (await phone.get("/")).status_code == 200  # within the minute: not written again
+    [later] = (await api.http.get("/api/v1/devices", headers=api.auth("ana"))).json()["items"]
+    assert datetime.fromisoformat(later["last_seen_at"].replace("Z", "+00:00")) == an_hour_ago

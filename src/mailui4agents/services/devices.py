@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import math
 import secrets
+import time
 import unicodedata
+import weakref
+from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -134,7 +137,15 @@ async def redeem(s: AsyncSession, code: str, ttl_s: float) -> str | None:
     )
     s.add(login)
     await s.flush()
-    s.add(DeviceRow(user_id=pairing.user_id, name=pairing.name, token_id=login.id, created_at=now))
+    s.add(
+        DeviceRow(
+            user_id=pairing.user_id,
+            name=pairing.name,
+            token_id=login.id,
+            created_at=now,
+            last_seen_at=now,
+        )
+    )
     await s.flush()
     return token
 
@@ -212,22 +223,54 @@ _SEEN = (
 )
 
 
-async def last_seen_due(db: Database, token: str) -> str | None:
-    """The id of the device this web session token belongs to, when its
-    last_seen_at is older than SEEN_EVERY_S (one read statement); else None."""
-    rows = await db.read_rows(_SEEN, {"digest": hash_token(token)})
+class _SeenMemo:
+    """Per database, in this process: tokens known not to be a device's (a token
+    becomes a device's only when it is made, so the answer never changes), and
+    when each device token's last_seen_at was last written. Bounded: the least
+    recently used are forgotten first (and merely looked up again)."""
+
+    def __init__(self, max_keys: int = 10_000) -> None:
+        self.max_keys = max_keys
+        self.not_devices: OrderedDict[str, None] = OrderedDict()
+        self.written: OrderedDict[str, float] = OrderedDict()
+
+    @staticmethod
+    def _put(memo: OrderedDict[str, Any], key: str, value: Any, max_keys: int) -> None:
+        memo[key] = value
+        memo.move_to_end(key)
+        while len(memo) > max_keys:
+            memo.popitem(last=False)
+
+
+_SEEN_MEMO: weakref.WeakKeyDictionary[Database, _SeenMemo] = weakref.WeakKeyDictionary()
+
+
+async def seen(db: Database, token: str) -> None:
+    """Note that this web session token was just used: its device's last_seen_at
+    becomes now, written at most every SEEN_EVERY_S per device. Most requests cost
+    a dictionary look-up; a token's first request in this process one read."""
+    memo = _SEEN_MEMO.get(db)
+    if memo is None:
+        memo = _SEEN_MEMO[db] = _SeenMemo()
+    digest = hash_token(token)
+    if digest in memo.not_devices:
+        return
+    clock = time.monotonic()
+    last = memo.written.get(digest)
+    if last is not None and clock - last < SEEN_EVERY_S:
+        return
+    rows = await db.read_rows(_SEEN, {"digest": digest})
     if not rows:
-        return None
-    seen = rows[0].last_seen_at
-    if seen is not None and seen > utcnow() - timedelta(seconds=SEEN_EVERY_S):
-        return None
-    return str(rows[0].id)
-
-
-async def mark_seen(s: AsyncSession, device_id: str) -> None:
-    await s.execute(
-        update(DeviceRow).where(DeviceRow.id == device_id).values(last_seen_at=utcnow())
-    )
+        memo._put(memo.not_devices, digest, None, memo.max_keys)
+        return
+    memo._put(memo.written, digest, clock, memo.max_keys)
+    stored, now = rows[0].last_seen_at, utcnow()
+    if stored is not None and stored > now - timedelta(seconds=SEEN_EVERY_S):
+        return  # written lately (by another process, or before a restart)
+    async with db.write() as s:
+        await s.execute(
+            update(DeviceRow).where(DeviceRow.id == rows[0].id).values(last_seen_at=now)
+        )
 
 
 # --- guessing limits: the login limiter's per-address windows -------------------

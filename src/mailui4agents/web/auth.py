@@ -22,6 +22,7 @@ from urllib.parse import quote
 from fastapi import Request, Response
 from fastapi.responses import RedirectResponse
 
+from mailui4agents.services import devices
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
 from mailui4agents.web import data
@@ -102,8 +103,12 @@ async def current(request: Request) -> WebUser | None:
     token = request.cookies.get(SESSION_COOKIE, "")
     if not token:
         return None
-    who = await data.authenticate(gateway(request), token)
-    return None if who is None else WebUser(who, token)
+    gw = gateway(request)
+    who = await data.authenticate(gw, token)
+    if who is None:
+        return None
+    await devices.seen(gw.db, token)  # a paired device's last_seen_at (services/devices.py)
+    return WebUser(who, token)
 
 
 def to_login(request: Request) -> RedirectResponse:
