@@ -115,7 +115,7 @@ def _check_text(field: str, text: str) -> None:
             field, f'field "{field}" holds a lone surrogate escape (\\ud800-\\udfff)'
         ) from None
     if "\x00" in text:  # PostgreSQL text cannot hold one (SQLite and FTS search badly)
-        raise JsonProblem(field, f'field "{field}" holds a NUL (\\u0000)')
+        raise JsonProblem(field, f'field "{field}" holds a NUL (U+0000, \\u0000)')
 
 
 def loads(raw: bytes) -> Any:
