@@ -228,9 +228,6 @@ SHOP = GrantRule("Write", "/srv/shop")
         "/srv/shop",
         "/srv/shop/a.py",
         "/srv/shop/deep/er/b.py",
-        "/srv/shop/./a.py",
-        "/srv//shop/a.py",
-        "/srv/shop/x/../a.py",
     ],
 )
 def test_a_file_grant_covers_paths_inside_its_directory(path: str) -> None:
@@ -244,6 +241,10 @@ def test_a_file_grant_covers_paths_inside_its_directory(path: str) -> None:
         "/srv/shop-old/a.py",
         "/srv/shop/../etc/passwd",
         "/srv/shop/../../etc/passwd",
+        # Not in normal form: `x/..` is wherever x points, to the kernel.
+        "/srv/shop/./a.py",
+        "/srv//shop/a.py",
+        "/srv/shop/x/../a.py",
         "/srv/sho",
         "/srv",
         "/etc/passwd",
@@ -306,7 +307,8 @@ def test_a_covered_path_always_normalises_to_inside_the_granted_directory(
         if normal_root != "/"
         else True
     )
-    assert covered == inside
+    # Covered only when inside and written in normal form (no `.`, `..`, `//`).
+    assert covered == (inside and normal_path == file_path)
 
 
 # --- what "always" without a pattern makes: the approved input, exactly -----------------
@@ -321,10 +323,11 @@ def test_always_without_a_pattern_makes_an_exact_grant_of_the_approved_command()
     assert not grant_matches(rule, "PowerShell", {"command": "npm test"})
 
 
-def test_an_exact_file_grant_covers_the_same_normalised_path_with_any_content() -> None:
+def test_an_exact_file_grant_covers_the_same_path_with_any_content() -> None:
     rule = new_grant("Write", {"file_path": "/srv/shop/a.py", "content": "x"}, None)
     assert rule == GrantRule("Write", "/srv/shop/a.py", EXACT)
-    assert grant_matches(rule, "Write", {"file_path": "/srv/shop/./a.py", "content": "y"})
+    assert grant_matches(rule, "Write", {"file_path": "/srv/shop/a.py", "content": "y"})
+    assert not grant_matches(rule, "Write", {"file_path": "/srv/shop/./a.py", "content": "y"})
     assert not grant_matches(rule, "Write", {"file_path": "/srv/shop/b.py"})
     assert not grant_matches(rule, "Write", {"file_path": "/srv/shop/a.py/../../x"})
     assert not grant_matches(rule, "Write", {"file_path": "a.py"})
@@ -385,3 +388,30 @@ def test_a_broken_grant_matches_nothing() -> None:
 )
 def test_covers_says_what_a_grant_allows(rule: GrantRule, text: str) -> None:
     assert covers(rule) == text
+
+
+@pytest.mark.parametrize("scope", [EXACT, PREFIX])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"dangerouslyDisableSandbox": True},  # Claude Code: outside the sandbox
+        {"run_in_background": True},
+        {"directory": ".."},  # Gemini: the same command somewhere else
+    ],
+)
+def test_a_shell_grant_never_covers_the_command_with_keys_that_change_what_runs(
+    scope: str, extra: dict[str, object]
+) -> None:
+    rule = GrantRule("Bash", "make test", scope)
+    assert grant_matches(rule, "Bash", {"command": "make test", "description": "tests"})
+    assert grant_matches(rule, "Bash", {"command": "make test", "timeout": 60})
+    assert not grant_matches(rule, "Bash", {"command": "make test", **extra})
+
+
+@pytest.mark.parametrize("scope", [EXACT, PREFIX])
+def test_a_file_grant_never_covers_a_path_that_is_not_in_its_normal_form(scope: str) -> None:
+    """`link/..` names wherever `link` points (the kernel follows it first)."""
+    rule = GrantRule("Write", "/srv/shop/app.py" if scope == EXACT else "/srv/shop", scope)
+    assert grant_matches(rule, "Write", {"file_path": "/srv/shop/app.py"})
+    for odd in ("/srv/shop/link/../app.py", "/srv/shop/./app.py", "/srv//shop/app.py"):
+        assert not grant_matches(rule, "Write", {"file_path": odd}), odd

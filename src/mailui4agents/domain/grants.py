@@ -217,6 +217,27 @@ def covers(rule: GrantRule) -> str:
     return before + ("" if code is None else f"`{code}`") + after
 
 
+# Keys of a shell call that change nothing about what runs. Any other key
+# (Claude's `dangerouslyDisableSandbox` or `run_in_background`, Gemini's
+# `directory`) makes the call one no exact or prefix grant covers: a grant of
+# `make test` must not let `make test` through outside the sandbox or elsewhere.
+SHELL_COSMETIC_KEYS = frozenset({"command", "description", "timeout"})
+
+
+def _plain_call(tool_name: str, tool_input: Mapping[str, object]) -> bool:
+    """Is this call one an exact or prefix grant may cover at all?
+
+    Shell tools: only the command and cosmetic keys. File tools: the target
+    written as its own normal form — `/srv/shop/link/../app.py` names, to the
+    kernel, wherever `link` points, not `/srv/shop/app.py`."""
+    if tool_name in SHELL_TOOLS:
+        return set(tool_input) <= SHELL_COSMETIC_KEYS
+    if tool_name in FILE_TOOLS:
+        target = command_of(tool_name, tool_input)
+        return target is not None and os.path.normpath(target) == target
+    return True
+
+
 def grant_matches(rule: GrantRule, tool_name: str, tool_input: Mapping[str, object]) -> bool:
     """True when ``rule`` covers this call of ``tool_name`` with ``tool_input``."""
     if rule.tool_name != tool_name:
@@ -225,6 +246,8 @@ def grant_matches(rule: GrantRule, tool_name: str, tool_input: Mapping[str, obje
         return True
     if rule.pattern is None:
         return False  # a grant without its value is broken, not "everything"
+    if not isinstance(tool_input, Mapping) or not _plain_call(tool_name, tool_input):
+        return False
     if rule.scope == EXACT:
         return exact_pattern(tool_name, tool_input) == rule.pattern
     if rule.scope != PREFIX:
