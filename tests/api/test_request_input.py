@@ -140,3 +140,29 @@ async def test_an_outsider_does_not_see_the_request_at_all(api: Api, world: dict
     r = await api.http.get(f"/api/v1/mail/{mail_id}/thread", headers=api.auth("bob"))
     assert r.status_code == 404
     assert await _search(api, "bob", world["session_id"]) == []
+
+
+async def test_an_exact_grants_input_is_listed_only_to_the_sessions_deciders(
+    api: Api, world: dict[str, Any]
+) -> None:
+    """An exact grant's pattern is the approved input itself (services/grants.py)."""
+    rid = world["request"]["id"]
+    r = await api.http.post(
+        f"/api/v1/permissions/{rid}/decision",
+        json={"decision": "approve", "always": True},
+        headers=api.auth("ana"),
+    )
+    assert r.status_code == 200, r.text
+    params = {"session_id": world["session_id"]}
+    mine = await api.http.get("/api/v1/grants", params=params, headers=api.auth("ana"))
+    [grant] = mine.json()["items"]
+    assert grant["pattern"] == f"rm -rf /srv/{SECRET}" and SECRET in grant["covers"]
+    for who in ("carl", "admin"):  # a reader cc'd in; an admin who decides nothing here
+        theirs = await api.http.get("/api/v1/grants", params=params, headers=api.auth(who))
+        assert theirs.status_code == 200, theirs.text
+        [seen] = theirs.json()["items"]
+        assert seen["id"] == grant["id"] and seen["scope"] == "exact"
+        assert SECRET not in theirs.text, who
+    revoked = await api.http.delete(f"/api/v1/grants/{grant['id']}", headers=api.auth("admin"))
+    assert revoked.status_code == 200, revoked.text
+    assert SECRET not in revoked.text

@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from mailui4agents.domain.grants import (
     EVERY,
+    EXACT,
     FILE_TOOLS,
     PREFIX,
     SHELL_TOOLS,
@@ -158,6 +159,8 @@ def grant_covers(g: dict[str, Any]) -> Markup:
     """A grant's `covers` as HTML: the command or path in it as code (escaped)."""
     pattern = g.get("pattern")
     scope = g.get("scope") or (EVERY if pattern is None else PREFIX)
+    if scope == EXACT and pattern is None:  # the input, hidden from a non-decider
+        return Markup.escape(g.get("covers") or "")
     before, code, after = covers_parts(GrantRule(g["tool_name"], pattern, scope))
     html = Markup.escape(before)
     if code is not None:
