@@ -375,3 +375,82 @@ async def test_a_calendar_entry_is_refused_when_it_is_made_not_at_its_delivery(
         headers=team.auth("dora"),
     )
     assert ok.status_code == 201, ok.text
+
+
+# --- found by review: the ways around the rules, each closed -----------------------
+
+
+async def test_an_agent_mailing_itself_is_judged_like_any_agent_it_mails(team: Api) -> None:
+    err = error(await team.send("bot", ["bot@/etc.new"]))
+    assert err["code"] == "not_a_tasker"
+    mine = (await team.send("ana", ["bot@/srv/shop.new"])).json()
+    err = error(await team.send("bot", ["bot@/etc.new"], from_session_id=mine["session_id"]))
+    assert err["code"] == "workspace_not_allowed"
+    ok = await team.send("bot", ["bot@/srv/other.new"], from_session_id=mine["session_id"])
+    assert ok.status_code == 201, ok.text
+
+
+async def test_putting_a_tasker_on_the_to_line_does_not_act_for_her(team: Api) -> None:
+    """olga starts a session with her agent codex and ana on the To line: ana owns
+    it, but olga started it; codex may not set bot to work from there."""
+    r = await team.send("olga", ["codex@/srv/x.new", "ana@/srv/x.new"], permission_mode="full")
+    assert r.status_code == 201, r.text
+    sid, alias = r.json()["session_id"], r.json()["session_alias"]
+    err = error(await team.send("codex", [f"bot@/srv/x.{alias}"]))
+    assert err["code"] == "not_a_tasker"
+    err = error(await team.send("codex", ["bot@/srv/y.new"], from_session_id=sid))
+    assert err["code"] == "not_a_tasker"
+    # The other side: in a session ana started with codex (olga lets her), codex may.
+    added = await team.http.post(
+        "/api/v1/agents/codex/taskers", json={"name": "ana"}, headers=team.auth("olga")
+    )
+    assert added.status_code == 201, added.text
+    mine = await team.send("ana", ["codex@/srv/z.new"])
+    assert mine.status_code == 201, mine.text
+    ok = await team.send("codex", ["bot@/srv/z.new"], from_session_id=mine.json()["session_id"])
+    assert ok.status_code == 201, ok.text
+
+
+async def test_bringing_an_agent_into_a_session_freer_than_ones_ceiling_is_refused(
+    team: Api,
+) -> None:
+    r = await team.send("dora", ["olga@/srv/x.new"], permission_mode="full")  # no agent yet
+    assert r.status_code == 201, r.text
+    alias = r.json()["session_alias"]
+    err = error(await team.send("dora", [f"olga@/srv/x.{alias}"], cc=[f"bot@/srv/x.{alias}"]))
+    assert (err["code"], err["field"]) == ("mode_not_allowed", "permission_mode")
+    # ana (owner: full) may bring bot in; then dora, a tasker, goes on with it.
+    first = await team.send("ana", ["dora@/srv/y.new"], permission_mode="full")
+    here = f"/srv/y.{first.json()['session_alias']}"
+    assert (await team.send("ana", [f"bot@{here}"])).status_code == 201
+    assert (await team.send("dora", [f"bot@{here}"])).status_code == 201
+
+
+async def test_only_the_person_at_a_terminal_session_is_spared_the_roots(team: Api) -> None:
+    url = "/api/v1/agent/sessions/interactive"
+    body = {"platform_id": "p9", "owner": "ana", "cwd": "/etc"}
+    r = await team.http.post(url, json=body, headers=team.auth("bot"))
+    assert r.status_code == 200, r.text
+    here = f"/etc.{r.json()['alias']}"
+    # bot brings dora in; she may not set bot to work in /etc from there.
+    assert (await team.send("bot", [f"dora@{here}"])).status_code == 201
+    err = error(await team.send("dora", [f"bot@{here}"]))
+    assert err["code"] == "workspace_not_allowed"
+    assert (await team.send("ana", [f"bot@{here}"])).status_code == 201
+
+
+async def test_a_failure_notice_to_an_agent_sets_nobody_to_work_and_is_delivered(
+    team: Api,
+) -> None:
+    await team.agent("helper", workspaces=["/srv/*"], owners=["ana"])
+    r = await team.http.post(
+        "/api/v1/agent/mail",
+        json={
+            "to": ["helper@/srv/q.new"],
+            "subject": "failed",
+            "body": "x",
+            "type": "failure",
+        },
+        headers=team.auth("bot"),
+    )
+    assert r.status_code == 201, r.text

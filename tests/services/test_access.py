@@ -64,6 +64,13 @@ async def build(api: Api, rng: random.Random, count: int) -> World:
             )
             alias = r.json()["session_alias"]
             poster = rng.choice(sorted(world.members[sid]))
+            if poster in AGENTS and sender in AGENTS and extra in AGENTS:
+                # Work an agent started is nobody's to hand on (docs/access.md).
+                outside = [n for n in HUMANS if n not in world.members[sid]]
+                if outside:
+                    extra = rng.choice(outside)
+                else:  # then a person of the session adds the agent
+                    poster = sorted(n for n in world.members[sid] if n in HUMANS)[0]
             again = (
                 await api.send(
                     poster, [f"{extra}@{ws}.{alias}"], subject="more", from_session_id=sid

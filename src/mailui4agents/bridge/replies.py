@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from mailui4agents.domain.relay_keys import clamp_relay_key
 
-#: Mail types that never start a turn: receipts and our own kind of notices.
-#: A ``permission_decision`` mail is a receipt of a decision the waiting turn has
-#: already received; a ``failure`` mail answered with a turn could loop between
-#: two bridges; requests go to humans, never to agents.
-NO_TURN_TYPES = frozenset({"permission_decision", "permission_request", "failure"})
+# Which mail types start no turn is the gateway's rule too (who may set an agent
+# to work does not judge them): one list, in domain/tasking.py.
+from mailui4agents.domain.tasking import NO_TURN_TYPES as NO_TURN_TYPES
 
 
 def starts_turn(mail_type: str | None) -> bool:

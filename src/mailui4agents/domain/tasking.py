@@ -34,6 +34,13 @@ from mailui4agents.domain.roots import allowed
 
 OWNER, TASKER = "owner", "tasker"
 
+#: Mail types that never start a turn: receipts and our own kind of notices.
+#: A ``permission_decision`` mail is a receipt of a decision the waiting turn has
+#: already received; a ``failure`` mail answered with a turn could loop between
+#: two bridges; requests go to humans, never to agents. The bridge starts no turn
+#: for them (bridge/replies.py), so they set nobody to work.
+NO_TURN_TYPES = frozenset({"permission_decision", "permission_request", "failure"})
+
 _RANK: dict[str, int] = {m: i for i, m in enumerate(MODES)}
 
 

@@ -190,7 +190,7 @@ async def send_mail(
     # Who may set an agent to work, where and how freely (docs/access.md): refused
     # before anything of the mail is written (a session made above rolls back).
     await tasking.check_send(
-        s, sender, deliveries, session, created, permission_mode, from_session_id
+        s, sender, deliveries, session, created, permission_mode, from_session_id, type_
     )
     await limits.check_send(s, settings, sender, session, relay, [h for _, h, _ in deliveries])
     if created:

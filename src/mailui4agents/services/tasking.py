@@ -24,6 +24,7 @@ from mailui4agents.domain.errors import Conflict, Forbidden, invalid_value, not_
 from mailui4agents.domain.modes import MODES, Mode, mode_for_deciding
 from mailui4agents.domain.roots import RootError, normalise_roots
 from mailui4agents.domain.tasking import (
+    NO_TURN_TYPES,
     OWNER,
     TASKER,
     AgentPolicy,
@@ -32,6 +33,7 @@ from mailui4agents.domain.tasking import (
     change_refusal,
     lowest,
     mode_refusal,
+    rank,
     start_mode,
     tasking_ceiling,
     workspace_refusal,
@@ -110,18 +112,25 @@ async def _owners(s: AsyncSession, session_id: str) -> list[str]:
 
 
 async def _on_behalf_of(s: AsyncSession, session_id: str) -> list[str]:
-    """The people a session's work is done for: its owners; for a session agents
-    started among themselves (no owner), those of the session its first mail came
-    from (`from_session_id`, checked when it was sent), and so on back."""
+    """The people a session's work is done for: the person who started it (not
+    everyone on its first mail: being put on the To line is not asking for
+    work); for the agent's own terminal session, its person (the owner); for a
+    session an agent started, those of the session its first mail came from
+    (`from_session_id`, checked when it was sent), and so on back."""
     seen: set[str] = set()
     current: str | None = session_id
     for _ in range(MAX_ORIGIN_DEPTH):
         if current is None or current in seen:
             return []
         seen.add(current)
+        row = await s.get(SessionRow, current)
+        if row is None:
+            return []
         owners = await _owners(s, current)
-        if owners:
-            return owners
+        if row.created_by in owners:
+            return [row.created_by]  # a person started it (owners are people)
+        if row.platform_id is not None and owners:
+            return owners  # an agent's terminal session: the person at it
         current = await s.scalar(
             select(MailRow.from_session_id)
             .where(MailRow.session_id == current)
@@ -139,12 +148,18 @@ async def check_send(
     created: bool,
     permission_mode: str | None,
     from_session_id: str | None,
+    type_: str = "message",
 ) -> None:
     """Refuse (Forbidden, nothing written by the caller yet is kept) a mail that
     sets an agent to work against its rules; set a new session's starting mode.
 
-    `deliveries`: (name, is_human, "to" | "cc") of the mail's recipients."""
-    agents = [(name, role) for name, human, role in deliveries if not human and name != sender.name]
+    `deliveries`: (name, is_human, "to" | "cc") of the mail's recipients. An
+    agent that mails itself is judged like any other agent it mails. Mail of a
+    type that never starts a turn (a failure notice, a receipt) sets nobody to
+    work and is not judged."""
+    if type_ in NO_TURN_TYPES:
+        return
+    agents = [(name, role) for name, human, role in deliveries if not human]
     if not agents:
         return
     by_agent: str | None = None
@@ -168,10 +183,18 @@ async def check_send(
         ceiling = tasking_ceiling(policy, people, by_agent=by_agent, field_=field)
         if isinstance(ceiling, Refusal):
             raise refuse(ceiling)
-        if not _own_terminal(session, name):
+        if not await _terminal_of_its_person(s, session, name, sender):
             refusal = workspace_refusal(policy, session.workspace, field)
             if refusal is not None:
                 raise refuse(refusal)
+        # An agent new to a session would work in its mode: that is asking for
+        # it (an agent already in it goes on as its deciders chose).
+        if (
+            not created
+            and rank(session.permission_mode) > rank(ceiling)
+            and not await access.is_member(s, session.id, name)
+        ):
+            raise refuse(mode_refusal(session.permission_mode, ceiling, [name]))
         ceilings.append(ceiling)
     if not created:
         return
@@ -183,6 +206,18 @@ async def check_send(
     if mode != session.permission_mode:
         session.permission_mode = mode
         await s.flush()
+
+
+async def _terminal_of_its_person(
+    s: AsyncSession, session: SessionRow, agent: str, sender: Principal
+) -> bool:
+    """Is this the agent's own terminal session, mailed by the person at it?
+    Only then do the roots not apply: that work already runs where its person
+    started it. Anyone else mailing into it — or the agent itself — is judged
+    by the roots like everywhere else."""
+    if not (_own_terminal(session, agent) and sender.is_human):
+        return False
+    return sender.name in await _owners(s, session.id)
 
 
 async def check_draft(
