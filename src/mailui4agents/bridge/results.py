@@ -104,7 +104,9 @@ class Results:
         """Write ``result`` atomically and durably (it replaces an older one)."""
         path = self.path(result.mail_id)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        data = json.dumps(result.to_json(), ensure_ascii=False).encode()
+        # ASCII escapes: a lone surrogate in the model's text cannot be encoded
+        # as UTF-8, and a result that fails to save makes the CLI run again.
+        data = json.dumps(result.to_json()).encode()
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.write(fd, data)

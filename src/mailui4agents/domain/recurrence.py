@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import MAXYEAR, UTC, date, datetime, timedelta
+from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dateutil.rrule import rrule, rrulestr
@@ -137,7 +138,7 @@ class Schedule:
         assert isinstance(r, rrule)
         return r, count
 
-    @property
+    @cached_property  # read per occurrence (_wall); it walks up to ~400 years
     def _shift(self) -> int:
         """Years the capped schedule is computed later (module docstring)."""
         if self.cap is None:
