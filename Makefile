@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test check lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ pytest: $(STAMP)
 	bash scripts/pytest.sh $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The inner loop (~2 minutes on 2 cores): lint, types and every test that starts
+# no process, browser, agent CLI or PostgreSQL, on SQLite (tests/conftest.py,
+# FAST_TIER). `make test` is what CI runs: everything, on both databases.
+check: lint typecheck
+	AGENTMAIL_TEST_BACKEND=sqlite AGENTMAIL_TEST_TIER=fast \
+	  $(BIN)/python -m pytest -q -n "$${PYTEST_WORKERS:-2}" --dist loadscope $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/delivery.py

@@ -376,6 +376,51 @@ async def live(gateway_process: GatewayProcess) -> AsyncIterator[Api]:
         yield a
 
 
+# --- the fast tier (`make check`): no subprocess, browser, agent CLI or PostgreSQL ---
+
+FAST_TIER = os.environ.get("AGENTMAIL_TEST_TIER", "") == "fast"
+# Whole folders of tests that start processes: gateways, bridges, hooks, the CLI.
+_PROCESS_FOLDERS = ("tests/bridge/", "tests/hooks/", "tests/cli/", "tests/e2e/")
+_PROCESS_FIXTURES = {"gateway_process", "live", "shared_gateway", "browser", "page"}
+
+
+def _needs_processes(item: pytest.Item) -> bool:
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith(_PROCESS_FOLDERS) or "test_browser" in path:
+        return True
+    if item.get_closest_marker("e2e") or item.get_closest_marker("slow"):
+        return True
+    return bool(_PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """AGENTMAIL_TEST_TIER=fast (`make check`) deselects — never skips — every test
+    that starts a process; CI (`make test`) runs them all. A test of the fast tier
+    that starts one anyway fails (`_no_processes_in_the_fast_tier`): mark it e2e."""
+    if not FAST_TIER:
+        return
+    keep = [i for i in items if not _needs_processes(i)]
+    dropped = [i for i in items if _needs_processes(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def _no_processes_in_the_fast_tier(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not FAST_TIER:
+        return
+    import subprocess
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(
+            "the fast tier (make check) starts no process: mark this test e2e "
+            "(tests/conftest.py, FAST_TIER)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
     """Under CI=true a skipped test is a failure: a required group (browser,
     PostgreSQL, real subprocesses) that silently skipped would make CI green
