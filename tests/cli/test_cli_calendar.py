@@ -89,8 +89,15 @@ async def test_a_refused_schedule_names_the_field_and_exits_1(
     live: Api, shared_gateway: GatewayProcess, n: int, tmp_path: Path
 ) -> None:
     key = await live.agent(f"claude-{n}")
+    # A note to itself, from the session a person started with it: an agent's
+    # mail sets an agent (itself too) to work only from there (docs/access.md).
+    work = await live.send("admin", [f"claude-{n}@/srv/shop.new"], subject="work")
+    assert work.status_code == 201, work.text
     env = testing.clean_env(
-        AGENTMAIL_URL=shared_gateway.url, AGENTMAIL_KEY=key, XDG_CONFIG_HOME=str(tmp_path / "x")
+        AGENTMAIL_URL=shared_gateway.url,
+        AGENTMAIL_KEY=key,
+        XDG_CONFIG_HOME=str(tmp_path / "x"),
+        AGENTMAIL_SESSION_ID=work.json()["session_id"],
     )
     done = await cli(
         env, "schedule", "--to", f"claude-{n}@/srv/shop", "--subject", "s", "--body", "b",

@@ -406,6 +406,9 @@ def test_a_shell_grant_never_covers_the_command_with_keys_that_change_what_runs(
     assert grant_matches(rule, "Bash", {"command": "make test", "description": "tests"})
     assert grant_matches(rule, "Bash", {"command": "make test", "timeout": 60})
     assert not grant_matches(rule, "Bash", {"command": "make test", **extra})
+    # The same keys at their empty value (what Claude Code sends by default).
+    off = {key: type(value)() for key, value in extra.items()}
+    assert grant_matches(rule, "Bash", {"command": "make test", **off})
 
 
 @pytest.mark.parametrize("scope", [EXACT, PREFIX])

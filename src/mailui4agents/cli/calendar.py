@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from mailui4agents.cli.common import echo_json, run
+from mailui4agents.cli.common import echo_json, run, session_option
 from mailui4agents.cli.mail import resolve_body
 from mailui4agents.cli.output import one_line, when
 from mailui4agents.client import AsyncClient
@@ -77,6 +77,7 @@ def entry_text(e: CalendarEntryOut) -> str:
     type=click.Choice(["plan", "workspace", "full"]),
     help="Permission mode of a session this mail starts (people only).",
 )
+@session_option
 @click.option("--json", "as_json", is_flag=True, help="Print the entry as JSON.")
 def schedule(
     to: tuple[str, ...],
@@ -89,6 +90,7 @@ def schedule(
     rrule: str | None,
     attach: tuple[str, ...],
     mode: str | None,
+    session_id: str | None,
     as_json: bool,
 ) -> None:
     """Schedule a mail for later, once or repeating."""
@@ -106,6 +108,7 @@ def schedule(
             cc=list(cc) or None,
             attachment_ids=ids or None,
             permission_mode=mode,
+            from_session_id=session_id if client.config.is_agent else None,
         )
 
     entry = run(create)

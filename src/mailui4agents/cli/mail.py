@@ -59,6 +59,7 @@ def _dump(mail: MailOut) -> dict[str, Any]:
     metavar="FILE",
     help="Attach this file (repeatable); uploaded first, then sent with the mail.",
 )
+@session_option
 @click.option("--json", "as_json", is_flag=True, help="Print the sent mail as JSON.")
 def send(
     to: tuple[str, ...],
@@ -69,9 +70,12 @@ def send(
     parent: str | None,
     mode: str | None,
     attach: tuple[str, ...],
+    session_id: str | None,
     as_json: bool,
 ) -> None:
-    """Send a mail. The body comes from --body, --body-file or stdin."""
+    """Send a mail. The body comes from --body, --body-file or stdin. An agent's
+    mail names the session it works in (--session, $AGENTMAIL_SESSION_ID): it
+    sets other agents to work only from there (docs/access.md)."""
     text = resolve_body(body, body_file, sys.stdin)
 
     async def deliver(client: AsyncClient) -> MailOut | Duplicate:
@@ -84,6 +88,7 @@ def send(
             parent_mail_id=parent,
             permission_mode=mode,
             attachment_ids=ids or None,
+            from_session_id=session_id if client.config.is_agent else None,
         )
 
     sent = run(deliver)

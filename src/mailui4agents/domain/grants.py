@@ -217,10 +217,12 @@ def covers(rule: GrantRule) -> str:
     return before + ("" if code is None else f"`{code}`") + after
 
 
-# Keys of a shell call that change nothing about what runs. Any other key
-# (Claude's `dangerouslyDisableSandbox` or `run_in_background`, Gemini's
-# `directory`) makes the call one no exact or prefix grant covers: a grant of
-# `make test` must not let `make test` through outside the sandbox or elsewhere.
+# Keys of a shell call that change nothing about what runs. Any other key set
+# to something (Claude's `dangerouslyDisableSandbox: true` or
+# `run_in_background: true`, Gemini's `directory: ".."`) makes the call one no
+# exact or prefix grant covers: a grant of `make test` must not let `make test`
+# through outside the sandbox or elsewhere. Such a key left at its empty value
+# (false, "", null, 0: what Claude Code sends by default) changes nothing.
 SHELL_COSMETIC_KEYS = frozenset({"command", "description", "timeout"})
 
 
@@ -231,7 +233,10 @@ def _plain_call(tool_name: str, tool_input: Mapping[str, object]) -> bool:
     written as its own normal form — `/srv/shop/link/../app.py` names, to the
     kernel, wherever `link` points, not `/srv/shop/app.py`."""
     if tool_name in SHELL_TOOLS:
-        return set(tool_input) <= SHELL_COSMETIC_KEYS
+        return all(
+            key in SHELL_COSMETIC_KEYS or value in (False, None, "", 0)
+            for key, value in tool_input.items()
+        )
     if tool_name in FILE_TOOLS:
         target = command_of(tool_name, tool_input)
         return target is not None and os.path.normpath(target) == target

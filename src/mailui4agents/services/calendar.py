@@ -98,10 +98,6 @@ async def _check(
         raise Invalid("permission_mode", "humans choose permission modes; agents leave it out")
     if who.kind == "user" and d.from_session_id is not None:
         raise Invalid("from_session_id", "only agents name the session they work in")
-    # Who may set the agents to work (docs/access.md): refused now, not at delivery.
-    await tasking.check_draft(
-        s, who, rcpt.to, rcpt.cc, rcpt.human, d.permission_mode, d.from_session_id
-    )
     content.check_count("attachment_ids", d.attachment_ids, settings.max_recipients)
     scope = await access.reader(s, who, d.from_session_id)
     files = await attachments.check_for_send(s, scope, d.attachment_ids)
@@ -110,6 +106,11 @@ async def _check(
     )
     nxt = sched.next_after(now - timedelta(seconds=60))
     assert nxt is not None  # schedule() refuses a schedule without one
+    # Who may set the agents to work (docs/access.md): refused now, not at each
+    # delivery (which checks again); after the checks of the input itself.
+    await tasking.check_draft(
+        s, who, rcpt.to, rcpt.cc, rcpt.human, d.permission_mode, d.from_session_id
+    )
     return sched, nxt, files
 
 
