@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from mailui4agents.db.engine import Database
 from mailui4agents.db.tables import AgentKeyRow, UserTokenRow
 from mailui4agents.db.types import utcnow
-from mailui4agents.services import identity
+from mailui4agents.services import agent_accounts, identity
 from mailui4agents.settings import Settings
 from mailui4agents.testing import GatewayProcess
 from tests.conftest import Api
@@ -75,7 +75,7 @@ async def test_a_revocation_by_another_process_is_refused_at_the_next_request(
             select(AgentKeyRow.id).where(AgentKeyRow.key_hash == identity.hash_token(bot))
         )
         assert key_id is not None
-        await identity.revoke_agent_key(s, "bot", key_id)
+        await agent_accounts.revoke_agent_key(s, "bot", key_id)
 
     r = await live.http.get(TOKENS, headers=bearer(ana))
     assert r.status_code == 401, r.text

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from mailui4agents.api.deps import Admin, GatewayDep
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import AgentCreate, NameIn, UserCreate
-from mailui4agents.services import identity, tasking
+from mailui4agents.services import agent_accounts, identity, tasking
 from mailui4agents.wire.models import (
     AgentCreated,
     AgentOut,
@@ -49,7 +49,7 @@ async def list_users(_: Admin, gw: GatewayDep) -> Page[UserOut]:
 @router.post("/agents", status_code=201, response_model=AgentCreated)
 async def create_agent(body: AgentCreate, who: Admin, gw: GatewayDep) -> AgentCreated:
     async with gw.write() as s:
-        row, key = await identity.create_agent(
+        row, key = await agent_accounts.create_agent(
             s,
             body.name,
             body.workspaces,
@@ -64,7 +64,7 @@ async def create_agent(body: AgentCreate, who: Admin, gw: GatewayDep) -> AgentCr
                 max_mode_owners=body.max_mode.owners,
                 max_mode_taskers=body.max_mode.taskers,
             )
-        owners = [o.username for o in await identity.agent_owners(s, row)]
+        owners = [o.username for o in await agent_accounts.agent_owners(s, row)]
         similar = await identity.look_alikes(s, row.name)
     return AgentCreated(
         name=row.name,
@@ -79,32 +79,32 @@ async def create_agent(body: AgentCreate, who: Admin, gw: GatewayDep) -> AgentCr
 async def list_agent_owners(name: str, _: Admin, gw: GatewayDep) -> Page[OwnerOut]:
     """The humans who see and adopt this agent's platform sessions."""
     async with gw.read() as s:
-        rows = await identity.agent_owners(s, await identity.get_agent(s, name))
-    return page([identity.owner_out(r) for r in rows], None)
+        rows = await agent_accounts.agent_owners(s, await agent_accounts.get_agent(s, name))
+    return page([agent_accounts.owner_out(r) for r in rows], None)
 
 
 @router.post("/agents/{name}/owners", status_code=201, response_model=Page[OwnerOut])
 async def add_agent_owner(name: str, body: NameIn, who: Admin, gw: GatewayDep) -> Page[OwnerOut]:
     async with gw.write() as s:
-        agent = await identity.get_agent(s, name)
-        await identity.add_agent_owner(s, agent, body.name, who.name)
-        rows = await identity.agent_owners(s, agent)
-    return page([identity.owner_out(r) for r in rows], None)
+        agent = await agent_accounts.get_agent(s, name)
+        await agent_accounts.add_agent_owner(s, agent, body.name, who.name)
+        rows = await agent_accounts.agent_owners(s, agent)
+    return page([agent_accounts.owner_out(r) for r in rows], None)
 
 
 @router.delete("/agents/{name}/owners/{username}", response_model=Page[OwnerOut])
 async def remove_agent_owner(name: str, username: str, _: Admin, gw: GatewayDep) -> Page[OwnerOut]:
     async with gw.write() as s:
-        agent = await identity.get_agent(s, name)
-        await identity.remove_agent_owner(s, agent, username)
-        rows = await identity.agent_owners(s, agent)
-    return page([identity.owner_out(r) for r in rows], None)
+        agent = await agent_accounts.get_agent(s, name)
+        await agent_accounts.remove_agent_owner(s, agent, username)
+        rows = await agent_accounts.agent_owners(s, agent)
+    return page([agent_accounts.owner_out(r) for r in rows], None)
 
 
 @router.get("/agents", response_model=Page[AgentOut])
 async def list_agents(_: Admin, gw: GatewayDep) -> Page[AgentOut]:
     async with gw.read() as s:
-        return page(await identity.list_agents(s, gw.hub.connected), None)
+        return page(await agent_accounts.list_agents(s, gw.hub.connected), None)
 
 
 @router.post("/agents/{name}/keys", status_code=201, response_model=KeyRotated)
@@ -118,13 +118,13 @@ async def rotate_key(
     after `grace_s` seconds (time to deploy the new key); their open streams end
     then too."""
     async with gw.write() as s:
-        agent = await identity.get_agent(s, name)
-        key = await identity.rotate_agent_key(s, agent, grace_s)
+        agent = await agent_accounts.get_agent(s, name)
+        key = await agent_accounts.rotate_agent_key(s, agent, grace_s)
     return KeyRotated(name=name, key=key, grace_s=grace_s)
 
 
 @router.delete("/agents/{name}/keys/{key_id}", response_model=Revoked)
 async def revoke_key(name: str, key_id: str, _: Admin, gw: GatewayDep) -> Revoked:
     async with gw.write() as s:
-        await identity.revoke_agent_key(s, name, key_id)
+        await agent_accounts.revoke_agent_key(s, name, key_id)
     return Revoked(revoked=key_id)

@@ -1,11 +1,12 @@
-"""Users, agents, passwords, tokens and keys."""
+"""Users, passwords, tokens and authentication; the names users and agents share.
+Agents as accounts (creation, owners, keys) are services/agent_accounts.py."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,9 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.engine import Database
 from mailui4agents.db.tables import (
     AgentKeyRow,
-    AgentOwnerRow,
     AgentRow,
-    AgentTaskerRow,
     UserRow,
     UserTokenRow,
 )
@@ -28,13 +27,9 @@ from mailui4agents.db.types import utcnow
 from mailui4agents.domain import names
 from mailui4agents.domain.errors import conflict, invalid_value, not_found
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
-from mailui4agents.services import tasking
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.wire.models import (
-    AgentKeyOut,
-    AgentOut,
     NameWarning,
-    OwnerOut,
     TokenOut,
     UserOut,
 )
@@ -64,7 +59,7 @@ def fmt_time(dt: datetime | None) -> str | None:
     return None if dt is None else dt.isoformat().replace("+00:00", "Z")
 
 
-def _check_name(name: str, field: str) -> str:
+def check_name(name: str, field: str) -> str:
     """The name as stored (NFC), or Invalid naming `field` (domain/names.py says why)."""
     bad = not name or len(name) > 200 or any(c in name for c in "@ \t\r\n/.")
     if bad:
@@ -105,7 +100,7 @@ async def name_taken(s: AsyncSession, name: str) -> bool:
 async def create_user(
     s: AsyncSession, hasher: PasswordHasher, username: str, password: str, is_admin: bool = False
 ) -> UserRow:
-    username = _check_name(username, "username")
+    username = check_name(username, "username")
     check_password(password)
     if await name_taken(s, username):
         raise conflict(f"the name '{username}' is already taken")
@@ -158,7 +153,7 @@ async def reset_password(
     row.password_hash = password_hash
     stmt = update(UserTokenRow).where(
         UserTokenRow.user_id == row.id,
-        _active(UserTokenRow.revoked_at, UserTokenRow.expires_at, utcnow()),
+        active(UserTokenRow.revoked_at, UserTokenRow.expires_at, utcnow()),
     )
     if keep_token is not None:
         stmt = stmt.where(UserTokenRow.token_hash != hash_token(keep_token))
@@ -199,7 +194,7 @@ async def issue_user_token(
     return token
 
 
-def _active(revoked: Any, expires: Any, now: Any) -> Any:
+def active(revoked: Any, expires: Any, now: Any) -> Any:
     """Not revoked and not expired at `now` (a datetime, or a bindparam)."""
     return and_(revoked.is_(None), or_(expires.is_(None), expires > now))
 
@@ -215,7 +210,7 @@ _USER_BY_TOKEN = (
     .select_from(_users.join(_user_tokens, _user_tokens.c.user_id == _users.c.id))
     .where(
         _user_tokens.c.token_hash == bindparam("digest"),
-        _active(_user_tokens.c.revoked_at, _user_tokens.c.expires_at, bindparam("now")),
+        active(_user_tokens.c.revoked_at, _user_tokens.c.expires_at, bindparam("now")),
     )
 )
 _AGENT_BY_KEY = (
@@ -223,7 +218,7 @@ _AGENT_BY_KEY = (
     .select_from(_agents.join(_agent_keys, _agent_keys.c.agent_id == _agents.c.id))
     .where(
         _agent_keys.c.key_hash == bindparam("digest"),
-        _active(_agent_keys.c.revoked_at, _agent_keys.c.expires_at, bindparam("now")),
+        active(_agent_keys.c.revoked_at, _agent_keys.c.expires_at, bindparam("now")),
     )
 )
 _USER_TOKENS = (
@@ -236,7 +231,7 @@ _USER_TOKENS = (
     )
     .where(
         _user_tokens.c.user_id == bindparam("user_id"),
-        _active(_user_tokens.c.revoked_at, _user_tokens.c.expires_at, bindparam("now")),
+        active(_user_tokens.c.revoked_at, _user_tokens.c.expires_at, bindparam("now")),
     )
     .order_by(_user_tokens.c.created_at.desc(), _user_tokens.c.id)
     .limit(MAX_LISTED_TOKENS)
@@ -279,7 +274,7 @@ async def revoke_user_token(s: AsyncSession, who: Principal, token_id: str) -> N
         .where(
             UserTokenRow.id == token_id,
             UserTokenRow.user_id == who.id,
-            _active(UserTokenRow.revoked_at, UserTokenRow.expires_at, utcnow()),
+            active(UserTokenRow.revoked_at, UserTokenRow.expires_at, utcnow()),
         )
         .values(revoked_at=utcnow())
     )
@@ -287,133 +282,6 @@ async def revoke_user_token(s: AsyncSession, who: Principal, token_id: str) -> N
         raise not_found(f"token '{token_id}'")
     # After the commit, the user's open streams re-check their tokens.
     s.info.setdefault("recheck", set()).add(who.key)
-
-
-async def create_agent(
-    s: AsyncSession,
-    name: str,
-    workspaces: list[str] | None = None,
-    *,
-    creator: str,
-    owners: list[str] | None = None,
-    taskers: list[str] | None = None,
-) -> tuple[AgentRow, str]:
-    """A new agent with its first key. Its owners (who see and adopt its platform
-    sessions, and set it to work) are `owners`, or the admin who creates it;
-    `taskers`: further people who may set it to work; `workspaces`: its roots."""
-    name = _check_name(name, "name")
-    if await name_taken(s, name):
-        raise conflict(f"the name '{name}' is already taken")
-    chosen = list(dict.fromkeys(owners if owners is not None else [creator]))
-    await _check_users(s, chosen, "owners")
-    picked = list(dict.fromkeys(taskers or ()))
-    await _check_users(s, picked, "taskers")
-    # The workspaces given at creation are the agent's roots (where mail may set
-    # it to work); `workspaces` is what it reports itself, empty until it does.
-    row = AgentRow(name=name, workspaces=[], workspace_roots=tasking.roots_of(workspaces or []))
-    s.add(row)
-    await s.flush()
-    s.add_all(AgentOwnerRow(agent_id=row.id, username=u, added_by=creator) for u in chosen)
-    s.add_all(
-        AgentTaskerRow(agent_id=row.id, username=u, added_by=creator)
-        for u in picked
-        if u not in chosen
-    )
-    key = await issue_agent_key(s, row)
-    return row, key
-
-
-async def _check_users(s: AsyncSession, names: list[str], field: str) -> None:
-    """Each name is a user (one query): Invalid naming the first that is not."""
-    known = set(
-        (await s.scalars(select(UserRow.username).where(UserRow.username.in_(names)))).all()
-    )
-    for i, n in enumerate(names):
-        if n not in known:
-            where = field if field == "name" else f"{field}[{i}]"
-            raise invalid_value(where, f"no user is named '{n}'")
-
-
-async def agent_owners(s: AsyncSession, agent: AgentRow) -> list[AgentOwnerRow]:
-    return list(
-        (
-            await s.scalars(
-                select(AgentOwnerRow)
-                .where(AgentOwnerRow.agent_id == agent.id)
-                .order_by(AgentOwnerRow.created_at, AgentOwnerRow.username)
-            )
-        ).all()
-    )
-
-
-async def add_agent_owner(s: AsyncSession, agent: AgentRow, username: str, by: str) -> None:
-    await _check_users(s, [username], "name")
-    if await s.get(AgentOwnerRow, (agent.id, username)) is None:
-        s.add(AgentOwnerRow(agent_id=agent.id, username=username, added_by=by))
-        await s.flush()
-
-
-async def remove_agent_owner(s: AsyncSession, agent: AgentRow, username: str) -> None:
-    row = await s.get(AgentOwnerRow, (agent.id, username))
-    if row is None:
-        raise not_found(f"owner '{username}' of agent '{agent.name}'")
-    await s.delete(row)
-    await s.flush()
-
-
-def owner_out(row: AgentOwnerRow) -> OwnerOut:
-    return OwnerOut(username=row.username, added_by=row.added_by, created_at=row.created_at)
-
-
-async def issue_agent_key(s: AsyncSession, agent: AgentRow) -> str:
-    key = new_secret(AGENT_KEY_PREFIX)
-    s.add(AgentKeyRow(agent_id=agent.id, key_hash=hash_token(key), prefix=key[:14]))
-    await s.flush()
-    return key
-
-
-async def get_agent(s: AsyncSession, name: str) -> AgentRow:
-    row = await s.scalar(select(AgentRow).where(AgentRow.name == name))
-    if row is None:
-        raise not_found(f"agent '{name}'")
-    return row
-
-
-async def rotate_agent_key(s: AsyncSession, agent: AgentRow, grace_s: float = 0) -> str:
-    """A new key; the agent's other keys stop working now (`grace_s` 0) or after
-    `grace_s` seconds (a grace end already sooner stays)."""
-    now = utcnow()
-    old = _active(AgentKeyRow.revoked_at, AgentKeyRow.expires_at, now)
-    if grace_s <= 0:
-        await s.execute(
-            update(AgentKeyRow).where(AgentKeyRow.agent_id == agent.id, old).values(revoked_at=now)
-        )
-    else:
-        end = now + timedelta(seconds=grace_s)
-        await s.execute(
-            update(AgentKeyRow)
-            .where(AgentKeyRow.agent_id == agent.id, old)
-            .where(or_(AgentKeyRow.expires_at.is_(None), AgentKeyRow.expires_at > end))
-            .values(expires_at=end)
-        )
-    key = await issue_agent_key(s, agent)
-    # Open streams of the old keys re-check now (and learn their grace end).
-    s.info.setdefault("recheck", set()).add(principal_key(agent.name, False))
-    return key
-
-
-async def revoke_agent_key(s: AsyncSession, name: str, key_id: str) -> None:
-    agent = await get_agent(s, name)
-    result = await s.execute(
-        update(AgentKeyRow)
-        .where(AgentKeyRow.id == key_id, AgentKeyRow.agent_id == agent.id)
-        .where(_active(AgentKeyRow.revoked_at, AgentKeyRow.expires_at, utcnow()))
-        .values(revoked_at=utcnow())
-    )
-    if result.rowcount == 0:  # type: ignore[attr-defined]
-        raise not_found(f"active key '{key_id}' of agent '{name}'")
-    # The agent's open streams re-check their key after the commit and end.
-    s.info.setdefault("recheck", set()).add(principal_key(name, False))
 
 
 async def authenticate(s: AsyncSession, token: str) -> Principal | None:
@@ -483,7 +351,7 @@ async def tokens_until(s: AsyncSession, tokens: Iterable[str]) -> dict[str, date
                 .join(owner, owner_id == owner.id)
                 .where(
                     digest_col.in_(digests[start : start + 500]),
-                    _active(row.revoked_at, row.expires_at, now),
+                    active(row.revoked_at, row.expires_at, now),
                 )
             )
             for digest, until in (await s.execute(query)).all():
@@ -566,48 +434,6 @@ def user_out(row: UserRow) -> UserOut:
     return UserOut(username=row.username, is_admin=row.is_admin, created_at=row.created_at)
 
 
-async def agent_out(s: AsyncSession, row: AgentRow, connected_streams: int) -> AgentOut:
-    keys = (
-        await s.scalars(
-            select(AgentKeyRow)
-            .where(AgentKeyRow.agent_id == row.id)
-            .order_by(AgentKeyRow.created_at)
-        )
-    ).all()
-    owners = [o.username for o in await agent_owners(s, row)]
-    return AgentOut(
-        name=row.name,
-        owners=owners,
-        workspaces=list(row.workspace_roots or []),
-        reported_workspaces=list(row.workspaces or []),
-        max_mode=tasking.max_mode_out(row),
-        taskers=await tasking.taskers(s, row),
-        status=row.status,
-        platform=row.platform,
-        version=row.version,
-        mode_enforcement=row.mode_enforcement,
-        last_seen_at=row.last_seen_at,
-        created_at=row.created_at,
-        keys=[
-            AgentKeyOut(
-                key_id=k.id,
-                prefix=k.prefix,
-                created_at=k.created_at,
-                revoked_at=k.revoked_at,
-                expires_at=k.expires_at,
-            )
-            for k in keys
-        ],
-        connected_streams=connected_streams,
-    )
-
-
 async def list_users(s: AsyncSession) -> list[UserOut]:
     """Every user, by name."""
     return [user_out(r) for r in (await s.scalars(select(UserRow).order_by(UserRow.username)))]
-
-
-async def list_agents(s: AsyncSession, connected: Callable[[str], int]) -> list[AgentOut]:
-    """Every agent, by name, with `connected(key)`: its open event streams."""
-    rows = (await s.scalars(select(AgentRow).order_by(AgentRow.name))).all()
-    return [await agent_out(s, r, connected(principal_key(r.name, False))) for r in rows]

@@ -24,6 +24,7 @@ from mailui4agents.domain.results import Sent
 from mailui4agents.errors import ApiError
 from mailui4agents.services import (
     access,
+    agent_accounts,
     content,
     discovery,
     identity,
@@ -300,7 +301,7 @@ async def users(gw: Gateway) -> list[dict[str, Any]]:
 
 async def agents(gw: Gateway) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        return [to_json(a) for a in await identity.list_agents(s, gw.hub.connected)]
+        return [to_json(a) for a in await agent_accounts.list_agents(s, gw.hub.connected)]
 
 
 async def add_user(gw: Gateway, username: str, password: str, is_admin: bool) -> None:
@@ -333,7 +334,7 @@ async def add_agent(
     gw: Gateway, who: Principal, name: str, roots: list[str], taskers: list[str]
 ) -> str:
     async with gw.write() as s:
-        _, key = await identity.create_agent(
+        _, key = await agent_accounts.create_agent(
             s, name, roots, creator=who.name, owners=None, taskers=taskers
         )
     return key
@@ -341,13 +342,13 @@ async def add_agent(
 
 async def rotate_key(gw: Gateway, name: str) -> str:
     async with gw.write() as s:
-        agent = await identity.get_agent(s, name)
-        return await identity.rotate_agent_key(s, agent, 0)
+        agent = await agent_accounts.get_agent(s, name)
+        return await agent_accounts.rotate_agent_key(s, agent, 0)
 
 
 async def revoke_key(gw: Gateway, name: str, key_id: str) -> None:
     async with gw.write() as s:
-        await identity.revoke_agent_key(s, name, key_id)
+        await agent_accounts.revoke_agent_key(s, name, key_id)
 
 
 async def event_head(gw: Gateway) -> int:
