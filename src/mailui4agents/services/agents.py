@@ -82,10 +82,8 @@ async def interactive_session(
     """The mail session of an interactive platform session: one per platform
     session, created on first use with workspace = the platform's cwd, and a first
     mail to the owner so that the owner is the human who decides. The owner must
-    be one of the agent's owners (403 otherwise)."""
-    if await identity.kind_of(s, owner) != "user":
-        raise invalid_value("owner", f"no user is named '{owner}' (set AGENTMAIL_OWNER)")
-    await tasking.check_interactive_owner(s, agent.name, owner)
+    be one of the agent's owners (403 otherwise), checked when the session is made:
+    every later hook call of the terminal finds it with one query."""
     found = await s.scalar(
         select(SessionRow).where(
             SessionRow.platform_id == platform_id, SessionRow.created_by == agent.name
@@ -93,6 +91,9 @@ async def interactive_session(
     )
     if found is not None:
         return found
+    if await identity.kind_of(s, owner) != "user":
+        raise invalid_value("owner", f"no user is named '{owner}' (set AGENTMAIL_OWNER)")
+    await tasking.check_interactive_owner(s, agent.name, owner)
     label = title or "terminal"
     row = await sessions.create_session(s, settings, agent.name, cwd, auto_alias(agent.name, label))
     row.platform_id = row.platform_id or platform_id
