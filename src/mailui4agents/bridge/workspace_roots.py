@@ -19,13 +19,7 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mailui4agents.domain.roots import RootError, allowed, normalise_root, normalise_roots
-
-_GLOB = frozenset("*?[")
-
-
-def _has_glob(component: str) -> bool:
-    return any(c in _GLOB for c in component)
+from mailui4agents.domain.roots import RootError, allowed, is_glob, normalise_root, normalise_roots
 
 
 def default_roots(home: str | None = None) -> list[str]:
@@ -50,7 +44,7 @@ def resolved_root(root: str) -> str:
     realpath can match it. The part from the first wildcard on is kept as written."""
     parts = [p for p in root.split("/") if p]
     fixed = 0
-    while fixed < len(parts) and not _has_glob(parts[fixed]):
+    while fixed < len(parts) and not is_glob(parts[fixed]):
         fixed += 1
     prefix = os.path.realpath("/" + "/".join(parts[:fixed]))
     return posixpath.join(prefix, *parts[fixed:]) if fixed < len(parts) else prefix
@@ -60,7 +54,7 @@ def is_broad(root: str) -> bool:
     """A root whose first component is a wildcard (``/**``, ``/*``, ``/**/src``): it
     covers folders in every top-level folder of the machine, ``/etc`` and ``/root``."""
     parts = [p for p in root.split("/") if p]
-    return not parts or _has_glob(parts[0])
+    return not parts or is_glob(parts[0])
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,11 @@ def normalise_roots(roots: Iterable[str]) -> list[str]:
     return out
 
 
+def is_glob(path: str) -> bool:
+    """Does the root hold a wildcard (so it names no single folder)?"""
+    return any(c in path for c in "*?[")
+
+
 def _parts(path: str) -> tuple[str, ...]:
     return tuple(p for p in path.split("/") if p)
 

@@ -26,6 +26,7 @@ from mailui4agents.db.types import UTCDateTime
 from mailui4agents.domain.addresses import AddressError, format_parts
 from mailui4agents.domain.errors import not_found
 from mailui4agents.domain.results import Duplicate, Sent
+from mailui4agents.domain.roots import is_glob
 from mailui4agents.services import access, content, mail, reading, request_input
 from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.views import MailContext, session_address
@@ -286,7 +287,7 @@ async def _paths(
             )
         ).first()
         for paths in found or ():
-            declared += [w for w in paths or [] if isinstance(w, str) and not _is_glob(w)]
+            declared += [w for w in paths or [] if isinstance(w, str) and not is_glob(w)]
     known = {p.path for p in out}
     for w in declared:
         if w in known or not w.startswith(prefix):
@@ -439,7 +440,3 @@ async def forward(
         from_session_id=reader.scope_id,
         attachment_ids=[a.id for a in ctx.attachments],
     )
-
-
-def _is_glob(path: str) -> bool:
-    return any(c in path for c in "*?[")

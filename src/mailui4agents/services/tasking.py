@@ -22,7 +22,7 @@ from mailui4agents.db.tables import (
 from mailui4agents.domain.addresses import NEW_SESSION, Address
 from mailui4agents.domain.errors import Conflict, Forbidden, invalid_value, not_found
 from mailui4agents.domain.modes import MODES, Mode, mode_for_deciding
-from mailui4agents.domain.roots import RootError, normalise_roots
+from mailui4agents.domain.roots import RootError, normalise_root, normalise_roots
 from mailui4agents.domain.tasking import (
     NO_TURN_TYPES,
     OWNER,
@@ -337,14 +337,15 @@ async def remove_tasker(s: AsyncSession, agent: AgentRow, username: str) -> None
 
 
 def roots_of(paths: list[str], field: str = "workspaces") -> list[str]:
-    """Workspace roots as stored; Invalid naming `field` (or `field[i]`)."""
+    """Workspace roots as stored; Invalid naming `field[i]` (or `field` for their count)."""
+    out: list[str] = []
     for i, p in enumerate(paths):
         try:
-            normalise_roots([p])
+            out.append(normalise_root(p))
         except RootError as e:
             raise invalid_value(f"{field}[{i}]", f"workspace root {e}") from None
     try:
-        return normalise_roots(paths)
+        return normalise_roots(out)  # duplicates dropped; the count is limited
     except RootError as e:
         raise invalid_value(field, str(e)) from None
 
