@@ -11,16 +11,17 @@ uses the code. Both count against the login limiter's per-address windows.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import quote
 
-import segno
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
 
 from mailui4agents.domain.errors import DomainError, RateLimited
 from mailui4agents.services import devices
+from mailui4agents.state import Gateway
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
 from mailui4agents.web.views import SECURITY_HEADERS, _common, _done, _error, _guard, _page, _text
@@ -30,12 +31,16 @@ router = APIRouter(include_in_schema=False)
 PAIR_PATH = "/pair"
 # The pairing page's URL holds the code: never send it on as a Referer.
 PAIR_HEADERS = {**SECURITY_HEADERS, "Referrer-Policy": "no-referrer", "X-Robots-Tag": "noindex"}
+T = TypeVar("T")
 UNUSABLE = "This pairing link is unknown, already used or expired. Ask for a new one."
 
 
 def qr_svg(url: str) -> Markup:
     """The QR code of `url` as an inline <svg> (segno; no script, no external
-    load). Dark on white whatever the page's theme, so phones can read it."""
+    load). Dark on white whatever the page's theme, so phones can read it.
+    segno is imported here, when a QR is shown, not at every gateway start."""
+    import segno
+
     svg = segno.make(url, error="m").svg_inline(
         scale=5, border=4, dark="#000", light="#fff", title="QR code of the pairing URL"
     )
@@ -157,20 +162,36 @@ def _refused(request: Request, code: str, refusal: DomainError) -> Response:
     return response
 
 
-@router.get(PAIR_PATH + "/{code}")
-async def pair_page(request: Request, code: str) -> Response:
-    """Whose device this browser becomes, and one button; nothing is used yet."""
+async def _guessed(
+    request: Request, code: str, look: Callable[[Gateway], Awaitable[T | None]]
+) -> T | Response:
+    """`look(gw)`'s answer for the code, counted as a guess of its client address
+    (docs/web.md, "Pairing a phone"): a refusal page when over the limit, or
+    when the code is unknown, used or expired."""
     gw = gateway(request)
     address = data.client_address(request)
     try:
         stamp = devices.begin_guess(gw.logins, address)
     except RateLimited as refusal:
         return _refused(request, code, refusal)
-    async with gw.read() as s:
-        found = await devices.peek(s, code)
+    found = await look(gw)
     if found is None:
         return _pair_page(request, code, status_code=404, error=UNUSABLE)
     devices.guess_succeeded(gw.logins, address, stamp)
+    return found
+
+
+@router.get(PAIR_PATH + "/{code}")
+async def pair_page(request: Request, code: str) -> Response:
+    """Whose device this browser becomes, and one button; nothing is used yet."""
+
+    async def peek(gw: Gateway) -> tuple[str, str] | None:
+        async with gw.read() as s:
+            return await devices.peek(s, code)
+
+    found = await _guessed(request, code, peek)
+    if isinstance(found, Response):
+        return found
     username, name = found
     return _pair_page(request, code, username=username, device=name)
 
@@ -187,17 +208,14 @@ async def pair_login(request: Request, code: str) -> Response:
             media_type="text/plain",
             headers=PAIR_HEADERS,
         )
-    gw = gateway(request)
-    address = data.client_address(request)
-    try:
-        stamp = devices.begin_guess(gw.logins, address)
-    except RateLimited as refusal:
-        return _refused(request, code, refusal)
-    async with gw.write() as s:
-        token = await devices.redeem(s, code, gw.settings.web_session_ttl_s)
-    if token is None:
-        return _pair_page(request, code, status_code=404, error=UNUSABLE)
-    devices.guess_succeeded(gw.logins, address, stamp)
+
+    async def redeem(gw: Gateway) -> str | None:
+        async with gw.write() as s:
+            return await devices.redeem(s, code, gw.settings.web_session_ttl_s)
+
+    token = await _guessed(request, code, redeem)
+    if isinstance(token, Response):
+        return token
     done = RedirectResponse("/", status_code=303)
     auth.set_session_cookie(request, done, token)
     done.delete_cookie(auth.LOGIN_CSRF_COOKIE, path=PAIR_PATH)
