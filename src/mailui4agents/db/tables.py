@@ -225,6 +225,14 @@ class PermissionRow(Base):
     mail_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     grant_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Where the decision came from (docs/remote.md, "First answer wins"):
+    # web | api | cli | mcp | terminal | push | email | rule | grant | system.
+    decided_channel: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    decided_device: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # Set by the conditional UPDATE that claims the reminder / the escalation
+    # (services/notify_policy.py), so one replica sends each, once.
+    reminded_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    escalated_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class GrantRow(Base):
@@ -432,3 +440,111 @@ class DevicePairingRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class PushSubscriptionRow(Base):
+    """A device's Web Push subscription (RFC 8030): one per device, replaced on
+    re-subscribe, removed when the push service answers 404/410 (services/push.py)."""
+
+    __tablename__ = "push_subscriptions"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    device_id: Mapped[str] = mapped_column(
+        ForeignKey("devices.id", ondelete="CASCADE"), unique=True
+    )
+    endpoint: Mapped[str] = mapped_column(Text)
+    p256dh: Mapped[str] = mapped_column(String(200))  # the browser's public key (base64url)
+    auth: Mapped[str] = mapped_column(String(100))  # the browser's auth secret (base64url)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_ok_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class PushOutboxRow(Base):
+    """A push to send: written in the transaction that made it necessary (a new
+    request, a reminder, a decision that withdraws the others' notifications),
+    sent after commit, claimed by a conditional UPDATE (one replica sends it)."""
+
+    __tablename__ = "push_outbox"
+    __table_args__ = (Index("ix_push_outbox_state_next_at", "state", "next_at"),)
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    subscription_id: Mapped[str] = mapped_column(
+        ForeignKey("push_subscriptions.id", ondelete="CASCADE"), index=True
+    )
+    request_id: Mapped[str | None] = mapped_column(
+        ForeignKey("permissions.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    # permission_request | reminder | escalation | decided | withdrawn | test
+    kind: Mapped[str] = mapped_column(String(20))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)  # the plaintext, encrypted at send
+    state: Mapped[str] = mapped_column(String(10), default="queued")  # queued|sending|sent|failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PushActionTokenRow(Base):
+    """A single-use credential for one notification action: bound to one request and
+    one device, expiring with the request; only its SHA-256 is kept."""
+
+    __tablename__ = "push_action_tokens"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    request_id: Mapped[str] = mapped_column(
+        ForeignKey("permissions.id", ondelete="CASCADE"), index=True
+    )
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), index=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class RequestDeliveryRow(Base):
+    """What happened to a request on each channel and device, in order: queued,
+    sent (the push service's answer and latency), failed, shown, opened, decided,
+    withdrawn (GET /api/v1/permissions/{id}/deliveries)."""
+
+    __tablename__ = "request_deliveries"
+    __table_args__ = (Index("ix_request_deliveries_request_id_id", "request_id", "id"),)
+    id: Mapped[int] = mapped_column(SerialId, primary_key=True, autoincrement=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("permissions.id", ondelete="CASCADE"))
+    channel: Mapped[str] = mapped_column(String(10))  # push | email | web | terminal
+    person: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    device_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # no FK: kept after
+    device_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    state: Mapped[str] = mapped_column(String(10))
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    latency_us: Mapped[int | None] = mapped_column(Integer, nullable=True)  # push answer time
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class GatewayKeyRow(Base):
+    """Keys the gateway makes once and all replicas share (PostgreSQL); on SQLite the
+    VAPID key lives in a 0600 file in the data dir instead (services/push_keys.py)."""
+
+    __tablename__ = "gateway_keys"
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    private_pem: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class NotifyPolicyRow(Base):
+    """A person's notification policy (services/notify_policy.py); no row = defaults."""
+
+    __tablename__ = "notify_policies"
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    push: Mapped[bool] = mapped_column(Boolean, default=True)
+    email: Mapped[bool] = mapped_column(Boolean, default=True)
+    push_content: Mapped[str] = mapped_column(String(10), default="preview")  # preview | none
+    skip_when_visible: Mapped[bool] = mapped_column(Boolean, default=True)
+    quiet_start: Mapped[str | None] = mapped_column(String(5), nullable=True)  # "22:00"
+    quiet_end: Mapped[str | None] = mapped_column(String(5), nullable=True)  # "07:00"
+    timezone: Mapped[str] = mapped_column(String(64), default="UTC")
+    remind_after_min: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    escalate_after_min: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Until when one of the person's pages reported itself visible (POST
+    # /api/v1/me/presence); no push while it is in the future, if skip_when_visible.
+    visible_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
