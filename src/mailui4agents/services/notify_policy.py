@@ -40,9 +40,9 @@ async def policies(s: AsyncSession, names: Sequence[str]) -> dict[str, Policy]:
     if not names:
         return out
     rows = await s.execute(
-        select(UserRow.name, NotifyPolicyRow)
+        select(UserRow.username, NotifyPolicyRow)
         .join(NotifyPolicyRow, NotifyPolicyRow.user_id == UserRow.id)
-        .where(UserRow.name.in_(list(names)))
+        .where(UserRow.username.in_(list(names)))
     )
     for name, row in rows.all():
         out[name] = Policy(
