@@ -27,6 +27,7 @@ from mailui4agents.api import (
     health,
     mail,
     permissions,
+    push_actions,
     sessions,
 )
 from mailui4agents.api.body_guard import BodyGuard
@@ -47,7 +48,7 @@ from mailui4agents.services import identity, scheduler
 from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from mailui4agents.web import calendar_page, devices_page
+from mailui4agents.web import calendar_page, devices_page, pwa
 from mailui4agents.web import views as web_views
 
 SQLITE_PREFIX = "sqlite+aiosqlite:///"
@@ -152,9 +153,11 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
     app.include_router(calendar.agent_router)
     app.include_router(devices.router)  # docs/api.md, "Devices"
+    app.include_router(push_actions.router)  # docs/remote.md, "Approving from a notification"
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
+    app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
     document_errors(app)
     return app

@@ -19,7 +19,7 @@ from fastapi.responses import (
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
-from mailui4agents.web.render import environment, static_file, static_url
+from mailui4agents.web.render import environment, static_file
 
 router = APIRouter(include_in_schema=False)
 
@@ -131,7 +131,7 @@ def _addresses(text: str) -> list[str]:
     return [a.strip() for a in text.replace(";", ",").split(",") if a.strip()]
 
 
-# --- static files, manifest -------------------------------------------------
+# --- static files -------------------------------------------------------------
 
 
 @router.get("/static/{name}")
@@ -148,20 +148,7 @@ async def static(name: str) -> Response:
     )
 
 
-@router.get("/manifest.webmanifest")
-async def manifest() -> JSONResponse:
-    return JSONResponse(
-        {
-            "name": "MailUI4Agents",
-            "short_name": "AgentMail",
-            "start_url": "/",
-            "display": "standalone",
-            "background_color": "#ffffff",
-            "theme_color": "#1d4ed8",
-            "icons": [{"src": static_url("icon.svg"), "sizes": "any", "type": "image/svg+xml"}],
-        },
-        media_type="application/manifest+json",
-    )
+# /manifest.webmanifest, /sw.js and /offline: web/pwa.py
 
 
 # --- login ------------------------------------------------------------------
