@@ -27,7 +27,6 @@ from mailui4agents.api import (
     health,
     mail,
     permissions,
-    push_actions,
     sessions,
 )
 from mailui4agents.api.body_guard import BodyGuard
@@ -153,7 +152,6 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
     app.include_router(calendar.agent_router)
     app.include_router(devices.router)  # docs/api.md, "Devices"
-    app.include_router(push_actions.router)  # docs/remote.md, "Approving from a notification"
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
