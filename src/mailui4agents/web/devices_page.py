@@ -18,9 +18,12 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
+from sqlalchemy import select
 
+from mailui4agents.db.tables import DeviceRow, UserTokenRow
 from mailui4agents.domain.errors import DomainError, RateLimited
 from mailui4agents.services import devices
+from mailui4agents.services.identity import hash_token
 from mailui4agents.state import Gateway
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
@@ -51,6 +54,17 @@ def pairing_url(request: Request, code: str) -> str:
     return f"{str(request.base_url).rstrip('/')}{PAIR_PATH}/{code}"
 
 
+async def this_device(gw: Gateway, token: str) -> str | None:
+    """The id of the device this browser is logged in as (None: a password login)."""
+    async with gw.read() as s:
+        found: str | None = await s.scalar(
+            select(DeviceRow.id)
+            .join(UserTokenRow, UserTokenRow.id == DeviceRow.token_id)
+            .where(UserTokenRow.token_hash == hash_token(token))
+        )
+    return found
+
+
 async def _render(
     request: Request,
     user: WebUser,
@@ -62,12 +76,15 @@ async def _render(
     gw = gateway(request)
     async with gw.read() as s:
         items = await devices.list_devices(s, user.principal)
+    here = await this_device(gw, user.token)
+    listed = [d.model_dump(mode="json") for d in items]
     return _page(
         request,
         "devices.html",
         user,
         status_code=status_code,
-        devices=[d.model_dump(mode="json") for d in items],
+        devices=listed,
+        this_device=next((d for d in listed if d["id"] == here), None),
         pairing=pairing,
         error=error,
         **(await _common(request, user)),

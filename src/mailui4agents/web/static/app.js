@@ -113,20 +113,45 @@
   }
 
   // ---- live events ----------------------------------------------------------
+  // A page's own announcement of a new request, when it is open (the gateway may
+  // not push while a page of the person is visible: docs/web.md). Through the
+  // service worker when there is one, tagged with the request's id, so the push
+  // for the same request replaces it instead of adding a second one.
   function notify(data) {
     if (!("Notification" in window) || Notification.permission !== "granted") return;
-    try {
-      new Notification("Approval requested", { body: `${data.agent || "An agent"}: ${data.tool_name || data.question || ""}`, tag: data.id });
-    } catch (e) { /* some browsers only notify from a service worker */ }
+    const title = "Approval requested";
+    const options = { body: `${data.agent || "An agent"}: ${data.tool_name || data.question || ""}`, tag: data.id, data: { url: "/approvals" } };
+    const fallback = () => { try { new Notification(title, options); } catch (e) { /* some browsers notify only from a worker */ } };
+    if (navigator.serviceWorker && navigator.serviceWorker.controller) {
+      navigator.serviceWorker.ready.then((r) => r.showNotification(title, options)).catch(fallback);
+    } else {
+      fallback();
+    }
+  }
+  // The stream. The browser reconnects a dropped EventSource by itself, but after
+  // a phone slept (or the OS closed the connection) it may wait long, or give up
+  // (CLOSED): when the page is shown again it is reopened at once, from the last
+  // event this page saw.
+  let stream = null;
+  let lastEventId = "";
+  function streamUrl() {
+    const url = document.body.dataset.events;
+    if (!url || !lastEventId) return url;
+    const u = new URL(url, location.href);
+    u.searchParams.set("last_event_id", lastEventId);
+    return u.pathname + u.search;
   }
   function connect() {
-    const url = document.body.dataset.events;
+    const url = streamUrl();
     if (!url || !("EventSource" in window)) return;
+    if (stream) stream.close();
     // The page's render position is in the URL; on a reconnect the browser sends
     // Last-Event-ID, which the server prefers: nothing is lost in between.
     const es = new EventSource(url);
+    stream = es;
     window.__agentmailStream = es;
     const onEvent = (ev) => {
+      if (ev.lastEventId) lastEventId = ev.lastEventId;
       if (ev.type === "permission_request") {
         try { notify(JSON.parse(ev.data)); } catch (e) { /* not JSON */ }
         say("New request");
@@ -136,7 +161,84 @@
     ["new_mail", "permission_request", "permission_decision", "session_update", "reset"].forEach((t) =>
       es.addEventListener(t, onEvent));
     es.addEventListener("open", () => { document.body.dataset.live = "open"; });
-    es.addEventListener("error", () => { document.body.dataset.live = "reconnecting"; });
+    es.addEventListener("error", () => {
+      document.body.dataset.live = es.readyState === EventSource.CLOSED ? "closed" : "reconnecting";
+    });
+  }
+  function revive() {
+    if (document.visibilityState === "hidden" || !document.body.dataset.events) return;
+    if (stream && stream.readyState === EventSource.OPEN) return;
+    // CLOSED, or CONNECTING on the browser's own back-off: a new one now; and the
+    // page itself, since events may have passed while nothing listened.
+    connect();
+    refresh();
+  }
+  document.addEventListener("visibilitychange", revive);
+  window.addEventListener("pageshow", (e) => { if (e.persisted) revive(); });
+  window.addEventListener("online", revive);
+
+  // ---- presence: "not while my page is visible" (docs/web.md) ------------------
+  // While a page is visible the gateway may hold pushes back: this page says so
+  // when it is shown or hidden, and every 30 s while shown. An endpoint that is
+  // not there (404) ends it quietly.
+  const PRESENCE_EVERY_MS = 30000;
+  let presenceTimer = null;
+  let presenceGone = false;
+  function presence() {
+    if (presenceGone || !document.body.dataset.events || !csrf) return;
+    const visible = document.visibilityState === "visible";
+    fetch("/api/v1/me/presence", {
+      method: "POST", credentials: "same-origin", keepalive: true,
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify({ visible }),
+    }).then((r) => {
+      if (r.status === 404 || r.status === 405) { presenceGone = true; clearInterval(presenceTimer); }
+    }, () => { /* offline: the next beat says it */ });
+    clearInterval(presenceTimer);
+    presenceTimer = visible && !presenceGone ? setInterval(presence, PRESENCE_EVERY_MS) : null;
+  }
+  document.addEventListener("visibilitychange", presence);
+
+  // ---- the service worker (static/sw.js, served at /sw.js) -----------------------
+  function registerWorker() {
+    if (!("serviceWorker" in navigator)) { document.documentElement.dataset.sw = "unsupported"; return; }
+    navigator.serviceWorker.register("/sw.js", { scope: "/" }).then(
+      () => { document.documentElement.dataset.sw = "registered"; },
+      (e) => { document.documentElement.dataset.sw = "failed"; console.warn("service worker:", e); });
+  }
+
+  // ---- the offline page (templates/offline.html, shown by the worker) ----------
+  // Asks /healthz with a growing pause (1 s, 2 s, 4 s … at most 15 s), at once
+  // when the browser says it is online again or the page is shown; reloads the
+  // page that could not be opened as soon as the gateway answers.
+  function offlineRetry() {
+    if (!document.body.dataset.offline) return;
+    const message = document.getElementById("offline-message");
+    let pause = 1000;
+    let timer = null;
+    let tries = 0;
+    async function attempt() {
+      clearTimeout(timer);
+      tries++;
+      try {
+        const r = await fetch("/healthz", { cache: "no-store", credentials: "omit" });
+        if (r.ok) {
+          if (message) message.textContent = "The gateway answers — reloading…";
+          if (location.pathname === "/offline") location.replace("/");
+          else location.reload();
+          return;
+        }
+      } catch (e) { /* still unreachable */ }
+      if (message) message.textContent = `The gateway cannot be reached — retrying… (attempt ${tries})`;
+      timer = setTimeout(attempt, pause);
+      pause = Math.min(pause * 2, 15000);
+    }
+    const now = () => { pause = 1000; attempt(); };
+    window.addEventListener("online", now);
+    document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") now(); });
+    const button = document.getElementById("offline-retry");
+    if (button) button.addEventListener("click", now);
+    timer = setTimeout(attempt, pause);
   }
 
   // ---- decisions by fetch ----------------------------------------------------
@@ -341,6 +443,9 @@
       n.addEventListener("click", () => Notification.requestPermission().then(() => { n.hidden = true; }));
     }
     setInterval(tick, 1000);
+    registerWorker();
+    offlineRetry();
     connect();
+    if (document.visibilityState === "visible") presence();
   });
 })();
