@@ -43,7 +43,7 @@ from mailui4agents.events import log as event_log
 from mailui4agents.events import pg_listen
 from mailui4agents.events.hub import EventHub
 from mailui4agents.private_files import private_dir, private_file
-from mailui4agents.services import identity, scheduler
+from mailui4agents.services import identity, push_keys, push_send, scheduler
 from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
@@ -83,6 +83,8 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
         hash_slots=anyio.CapacityLimiter(settings.password_checks_at_once),
     )
     gw.attach_hub()
+    key = await push_keys.load_or_create(db, settings.data_dir)  # docs/remote.md, "Push"
+    gw.push = push_send.PushSender(settings, db, key)
     async with gw.write() as s:
         await event_log.take_event_lock(s)  # replicas starting together: one admin
         generated = await identity.ensure_admin(s, hasher, settings.admin_password)
@@ -114,6 +116,8 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         async with anyio.create_task_group() as tg:
             tg.start_soon(scheduler.run, gw, stop)
             tg.start_soon(gw.hub.run)
+            if gw.push is not None:
+                tg.start_soon(gw.push.run, stop)
             if not gw.db.is_sqlite:  # replicas wake each other (docs/postgres.md)
                 tg.start_soon(pg_listen.listen, gw.db.url, gw.hub, stop)
             try:

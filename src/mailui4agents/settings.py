@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Settings(BaseModel):
@@ -196,6 +196,48 @@ class Settings(BaseModel):
         description="An occurrence delivered more than this long after its time is marked "
         "late (the gateway was down or behind).",
     )
+
+    # Web Push (docs/remote.md, "Push").
+    push_endpoint_allow: tuple[str, ...] = Field(
+        default=(),
+        description="URL prefixes of push endpoints allowed besides the default rule "
+        "(https to public addresses only); `agentmail serve --push-endpoint-allow`. "
+        "From the environment: separated by spaces or commas.",
+    )
+    vapid_subject: str | None = Field(
+        default=None,
+        description="The VAPID `sub` (RFC 8292) push services may contact: a mailto: or "
+        "https: URL; default mailto:agentmail@localhost.",
+    )
+    push_poll_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between the push sender's passes when nothing wakes it "
+        "(retries falling due, pushes queued by other replicas).",
+    )
+    push_retry_base_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="First wait before a push is retried (429, 5xx, no answer); doubled "
+        "each attempt, Retry-After honoured.",
+    )
+
+    @field_validator("push_endpoint_allow", mode="before")
+    @classmethod
+    def _split_prefixes(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(p for p in value.replace(",", " ").split() if p)
+        return value
+
+    @field_validator("vapid_subject")
+    @classmethod
+    def _subject(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("mailto:", "https://")):
+            raise ValueError("vapid_subject must be a mailto: or https:// URL")
+        return value
+
+    def vapid_subject_or_default(self) -> str:
+        return self.vapid_subject or "mailto:agentmail@localhost"
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

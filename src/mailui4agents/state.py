@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import anyio
@@ -16,6 +16,7 @@ from mailui4agents.events import log
 from mailui4agents.events.hub import EventHub, LiveEvent
 from mailui4agents.services import identity
 from mailui4agents.services.limits import LoginGuard
+from mailui4agents.services.push_send import PushSender
 from mailui4agents.settings import Settings
 
 
@@ -28,6 +29,8 @@ class Gateway:
     logins: LoginGuard
     # Argon2 runs in worker threads, this many at once (memory: argon2_memory_kib each).
     hash_slots: anyio.CapacityLimiter
+    # Sends queued Web Push (services/push_send.py); the app's lifespan runs it.
+    push: PushSender | None = field(default=None)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:

@@ -111,7 +111,7 @@ async def test_the_pairing_url_logs_a_browser_in_once_and_only_its_post_uses_the
     listed = await api.http.get("/api/v1/devices", headers=api.auth("ana"))
     assert listed.status_code == 200
     [device] = listed.json()["items"]
-    assert set(device) == {"id", "name", "created_at", "last_seen_at", "push"}
+    assert set(device) == {"id", "name", "created_at", "last_seen_at", "push", "push_notice"}
     assert device["name"] == "Ana's phone" and device["push"] is False
     tokens = await api.http.get("/api/v1/auth/tokens", headers=api.auth("ana"))
     assert "Ana's phone" in [t["name"] for t in tokens.json()["items"]]

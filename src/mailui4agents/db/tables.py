@@ -425,6 +425,9 @@ class DeviceRow(Base):
     )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Why push to this device stopped (its push service answered 404/410), shown
+    # to its owner until it subscribes again (services/push_send.py).
+    push_notice: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class DevicePairingRow(Base):

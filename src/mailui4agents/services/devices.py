@@ -29,7 +29,13 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, delete, or_, sele
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import DevicePairingRow, DeviceRow, UserRow, UserTokenRow
+from mailui4agents.db.tables import (
+    DevicePairingRow,
+    DeviceRow,
+    PushSubscriptionRow,
+    UserRow,
+    UserTokenRow,
+)
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import RateLimited, forbidden, invalid_value, not_found
 from mailui4agents.services.identity import USER_TOKEN_PREFIX, hash_token, new_secret
@@ -163,22 +169,33 @@ def _live_devices(user_id: str, now: datetime) -> Select[Any]:
     )
 
 
-def device_out(row: DeviceRow) -> DeviceOut:
+def device_out(row: DeviceRow, push: bool = False) -> DeviceOut:
     return DeviceOut(
         id=row.id,
         name=row.name,
         created_at=row.created_at,
         last_seen_at=row.last_seen_at,
-        push=False,
+        push=push,
+        push_notice=row.push_notice,
     )
 
 
 async def list_devices(s: AsyncSession, who: Principal) -> list[DeviceOut]:
-    """The caller's devices that still work, newest first."""
-    rows = await s.scalars(
-        _live_devices(who.id, utcnow()).order_by(DeviceRow.created_at.desc(), DeviceRow.id)
+    """The caller's devices that still work, newest first; `push`: it has a push
+    subscription (services/push_subscriptions.py)."""
+    rows = list(
+        await s.scalars(
+            _live_devices(who.id, utcnow()).order_by(DeviceRow.created_at.desc(), DeviceRow.id)
+        )
     )
-    return [device_out(r) for r in rows]
+    subscribed = set(
+        await s.scalars(
+            select(PushSubscriptionRow.device_id).where(
+                PushSubscriptionRow.device_id.in_([r.id for r in rows])
+            )
+        )
+    )
+    return [device_out(r, r.id in subscribed) for r in rows]
 
 
 async def _own(s: AsyncSession, who: Principal, device_id: str) -> DeviceRow:

@@ -17,11 +17,13 @@ class PairingOut(Lenient):
 
 
 class DeviceOut(Lenient):
-    """One of the caller's devices: a named web session. `push`: whether it gets
-    push notifications (none yet: false)."""
+    """One of the caller's devices: a named web session. `push`: whether it has a
+    push subscription; `push_notice`: why push to it stopped, if it did (its push
+    service said the subscription is gone), until it subscribes again."""
 
     id: str
     name: str
     created_at: Timestamp
     last_seen_at: Timestamp | None = None
     push: bool = False
+    push_notice: str | None = None

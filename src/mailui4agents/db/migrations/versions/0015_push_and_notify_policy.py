@@ -37,6 +37,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("decided_device", sa.String(length=200), nullable=True))
         batch.add_column(sa.Column("reminded_at", UTCDateTime(), nullable=True))
         batch.add_column(sa.Column("escalated_at", UTCDateTime(), nullable=True))
+    with op.batch_alter_table("devices") as batch:
+        batch.add_column(sa.Column("push_notice", sa.Text(), nullable=True))
     op.create_table(
         "push_subscriptions",
         sa.Column("id", sa.String(length=36), nullable=False),
@@ -143,6 +145,8 @@ def downgrade() -> None:
     op.drop_index("ix_push_outbox_state_next_at", table_name="push_outbox")
     op.drop_table("push_outbox")
     op.drop_table("push_subscriptions")
+    with op.batch_alter_table("devices") as batch:
+        batch.drop_column("push_notice")
     with op.batch_alter_table("permissions") as batch:
         batch.drop_column("escalated_at")
         batch.drop_column("reminded_at")

@@ -1,0 +1,665 @@
+"""Sending Web Push (docs/remote.md, "Push"): RFC 8030 delivery, RFC 8291 payload
+encryption (aes128gcm, the `http-ece` library), RFC 8292 VAPID (the `py-vapid`
+library), over httpx.
+
+A push is a `push_outbox` row written by `enqueue` inside the transaction that
+makes it necessary (a new request, a decision, a test), and sent after that
+transaction commits: a rolled-back request is never pushed. `enqueue` asks the
+session to wake this process's sender right after the commit; the sender also
+wakes every `push_poll_s` (retries falling due, rows queued by other replicas).
+
+Replicas share the outbox: a row is claimed by a conditional UPDATE
+(queued → sending, `claimed_until` a lease, `attempts` + 1); only the UPDATE that
+changed the row sends it, and the outcome is written only while `attempts`
+still has the value of that claim. A claim left by a crashed process is taken
+again once its lease is over.
+
+Outcomes (each counted in `PushSender.counts`, failures logged):
+- 2xx: sent; the request's delivery row says `sent`, the push service's status
+  code and how long it took to answer.
+- 404/410: the subscription is gone; it is deleted (its queued pushes with it),
+  the device keeps a notice its owner sees (`push_notice`, GET /api/v1/devices),
+  deliveries say `failed` "410 gone: subscription removed".
+- 429, 5xx, timeouts, connection errors: retried with exponential backoff
+  (Retry-After honoured), MAX_ATTEMPTS in all, then `failed`.
+- other 4xx (413 too large, 400, 403 a VAPID refusal): `failed` at once, with the
+  first 200 characters of the push service's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import json
+import logging
+import os
+import time
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import http_ece
+import httpx
+from cryptography.hazmat.primitives.asymmetric import ec
+from py_vapid import Vapid02
+from sqlalchemy import and_, delete, event, func, or_, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.engine import Database
+from mailui4agents.db.tables import (
+    DeviceRow,
+    PushOutboxRow,
+    PushSubscriptionRow,
+    RequestDeliveryRow,
+    UserRow,
+)
+from mailui4agents.db.types import utcnow
+from mailui4agents.services.push_endpoints import (
+    EndpointRefused,
+    allowed_by_prefix,
+    check_endpoint,
+    guarded_transport,
+)
+from mailui4agents.services.push_keys import VapidKey, b64url, b64url_decode
+from mailui4agents.settings import Settings
+
+log = logging.getLogger("mailui4agents.push")
+
+MAX_PAYLOAD = 3000  # bytes of JSON plaintext; encrypted it stays under the 4096 of RFC 8291
+KINDS = frozenset({"permission_request", "reminder", "escalation", "decided", "withdrawn", "test"})
+URGENT = frozenset({"permission_request", "reminder", "escalation", "test"})
+MAX_ATTEMPTS = 5
+TIMEOUT_S = 10.0  # one POST, connection and answer included
+LEASE_S = 60.0  # a claim older than this is taken again (its process died)
+TTL_S = 12 * 3600  # how long a push service keeps an undelivered push
+JWT_TTL_S = 12 * 3600  # RFC 8292: at most 24 h
+MAX_RETRY_AFTER_S = 3600.0
+BODY_CAP = 4096  # bytes of a push service's answer read (the rest is dropped)
+DETAIL_CHARS = 200
+BATCH = 50
+AT_ONCE = 16
+KEEP_DONE_S = 86400.0  # sent/failed outbox rows are swept after a day (services/scheduler.py)
+FINAL = ("sent", "failed")
+
+
+def _compact(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# --- enqueue: inside the caller's transaction ------------------------------------------
+
+_SENDERS: weakref.WeakKeyDictionary[Engine, PushSender] = weakref.WeakKeyDictionary()
+
+
+async def enqueue(
+    s: AsyncSession,
+    *,
+    subscription_id: str,
+    request_id: str | None,
+    kind: str,
+    payload: dict[str, Any],
+    person: str | None,
+    device_id: str,
+    device_name: str,
+) -> str:
+    """Queue one push in the caller's transaction; returns the outbox row's id.
+    With `request_id`, the request's delivery log gets a `queued` row. The sender
+    of this process is woken once the transaction commits (never if it rolls back).
+    ValueError for an unknown kind or a payload over MAX_PAYLOAD bytes."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown push kind {kind!r}")
+    size = len(_compact(payload))
+    if size > MAX_PAYLOAD:
+        raise ValueError(f"push payload of {size} bytes is over {MAX_PAYLOAD}")
+    row = PushOutboxRow(
+        subscription_id=subscription_id,
+        request_id=request_id,
+        kind=kind,
+        payload=payload,
+        state="queued",
+        attempts=0,
+        next_at=utcnow(),
+    )
+    s.add(row)
+    if request_id is not None:
+        s.add(
+            RequestDeliveryRow(
+                request_id=request_id,
+                channel="push",
+                person=person,
+                device_id=device_id,
+                device_name=device_name,
+                state="queued",
+            )
+        )
+    await s.flush()
+    _wake_after_commit(s)
+    return row.id
+
+
+def _wake_after_commit(s: AsyncSession) -> None:
+    if s.info.get("push_wake"):
+        return
+    bind = s.bind
+    engine = getattr(bind, "sync_engine", None)
+    sender = _SENDERS.get(engine) if isinstance(engine, Engine) else None
+    if sender is None:
+        return  # no sender in this process: another replica's poll picks the row up
+    s.info["push_wake"] = True
+    event.listen(s.sync_session, "after_commit", lambda _session: sender.wake(), once=True)
+
+
+# --- the wire: encryption, VAPID, headers -------------------------------------------------
+
+
+def encrypt(plaintext: bytes, p256dh: str, auth: str) -> bytes:
+    """RFC 8291 aes128gcm with a fresh ephemeral key and salt per message."""
+    body: bytes = http_ece.encrypt(
+        plaintext,
+        salt=os.urandom(16),
+        private_key=ec.generate_private_key(ec.SECP256R1()),
+        dh=b64url_decode(p256dh),
+        auth_secret=b64url_decode(auth),
+        version="aes128gcm",
+    )
+    return body
+
+
+def origin_of(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    default = {"https": 443, "http": 80}.get(parts.scheme)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port and parts.port != default else ""
+    return f"{parts.scheme}://{host}{port}"
+
+
+def vapid_authorization(key: VapidKey, endpoint: str, subject: str) -> str:
+    """RFC 8292: `vapid t=<ES256 JWT for the endpoint's origin>, k=<public key>`."""
+    claims = {"aud": origin_of(endpoint), "exp": int(time.time()) + JWT_TTL_S, "sub": subject}
+    header: str = Vapid02(key.private).sign(claims)["Authorization"]
+    return header
+
+
+def topic_of(payload: dict[str, Any]) -> str | None:
+    """RFC 8030 Topic (≤ 32 base64url characters) from the payload's `tag`: a later
+    push with the same tag replaces an undelivered earlier one at the push service."""
+    tag = payload.get("tag")
+    if not isinstance(tag, str) or not tag:
+        return None
+    return b64url(hashlib.sha256(tag.encode()).digest())[:32]
+
+
+def push_headers(
+    key: VapidKey, endpoint: str, subject: str, kind: str, payload: dict[str, Any]
+) -> dict[str, str]:
+    headers = {
+        "Authorization": vapid_authorization(key, endpoint, subject),
+        "Content-Encoding": "aes128gcm",
+        "Content-Type": "application/octet-stream",
+        "TTL": str(TTL_S),
+        "Urgency": "high" if kind in URGENT else "normal",
+    }
+    topic = topic_of(payload)
+    if topic is not None:
+        headers["Topic"] = topic
+    return headers
+
+
+# --- the sender -------------------------------------------------------------------------
+
+
+@dataclass
+class Claim:
+    outbox_id: str
+    attempts: int
+    kind: str
+    payload: dict[str, Any]
+    request_id: str | None
+    subscription_id: str
+    endpoint: str
+    p256dh: str
+    auth: str
+    device_id: str
+    device_name: str
+    person: str
+
+
+@dataclass
+class Answer:
+    """What one POST came to: the push service's status (None: no answer),
+    what to say about it, and how long it took."""
+
+    status: int | None
+    detail: str
+    latency_us: int
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    status_code: int | None
+    detail: str
+    latency_ms: float | None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return min(max(float(value.strip()), 0.0), MAX_RETRY_AFTER_S)
+    except ValueError:
+        return None  # an HTTP date: the backoff decides
+
+
+class PushSender:
+    """Sends this gateway's queued pushes; one per gateway process (app lifespan)."""
+
+    def __init__(self, settings: Settings, db: Database, key: VapidKey) -> None:
+        self.settings = settings
+        self.db = db
+        self.key = key
+        self.subject = settings.vapid_subject_or_default()
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.results: collections.OrderedDict[str, Result] = collections.OrderedDict()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake = anyio.Event()
+        self._progress = anyio.Event()
+        self._slots = anyio.CapacityLimiter(AT_ONCE)
+        self._guarded: httpx.AsyncClient | None = None
+        self._allowed: httpx.AsyncClient | None = None
+
+    # waking ------------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Run a pass now. Safe from any thread (a commit in a test's own loop)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._wake.set()
+        else:
+            loop.call_soon_threadsafe(self._wake.set)
+
+    async def run(self, stop: anyio.Event) -> None:
+        """Passes until `stop`: at once when woken, else when a retry falls due or
+        every push_poll_s at the latest."""
+        self._loop = asyncio.get_running_loop()
+        engine = self.db.writer.sync_engine
+        _SENDERS[engine] = self
+        timeout = httpx.Timeout(TIMEOUT_S)
+        self._guarded = httpx.AsyncClient(
+            transport=guarded_transport(), timeout=timeout, follow_redirects=False, trust_env=False
+        )
+        self._allowed = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._loop_until, stop)
+                await stop.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            if _SENDERS.get(engine) is self:
+                del _SENDERS[engine]
+            with anyio.CancelScope(shield=True):
+                await self._guarded.aclose()
+                await self._allowed.aclose()
+
+    async def _loop_until(self, stop: anyio.Event) -> None:
+        while not stop.is_set():
+            self._wake = anyio.Event()  # before the pass: a wake during it is kept
+            wait = self.settings.push_poll_s
+            try:
+                due = await self.send_pass()
+                if due is not None:
+                    wait = min(wait, max(due, 0.0))
+            except Exception:  # a database hiccup must not end the sender
+                self.counts["pass_errors"] += 1
+                log.exception("push: a send pass failed; next pass in %.1f s", wait)
+            with anyio.move_on_after(wait):
+                await self._wake.wait()
+
+    # one pass ----------------------------------------------------------------------------
+
+    def _claimable(self, now: datetime) -> Any:
+        return or_(
+            and_(PushOutboxRow.state == "queued", PushOutboxRow.next_at <= now),
+            and_(PushOutboxRow.state == "sending", PushOutboxRow.claimed_until < now),
+        )
+
+    async def send_pass(self) -> float | None:
+        """Claim and send what is due; seconds until the next queued row falls due
+        (None: nothing queued)."""
+        while True:
+            claims = await self._claim()
+            if claims:
+                async with anyio.create_task_group() as tg:
+                    for claim in claims:
+                        tg.start_soon(self._send_one, claim)
+            if len(claims) < BATCH:
+                break
+        async with self.db.read() as s:
+            nxt = await s.scalar(
+                select(func.min(PushOutboxRow.next_at)).where(PushOutboxRow.state == "queued")
+            )
+        if nxt is None:
+            return None
+        return (nxt - utcnow()).total_seconds()
+
+    async def _claim(self) -> list[Claim]:
+        now = utcnow()
+        lease = now + timedelta(seconds=LEASE_S)
+        out: list[Claim] = []
+        async with self.db.write() as s:
+            ids = (
+                await s.scalars(
+                    select(PushOutboxRow.id)
+                    .where(self._claimable(now))
+                    .order_by(PushOutboxRow.next_at)
+                    .limit(BATCH)
+                )
+            ).all()
+            for outbox_id in ids:
+                won = await s.execute(
+                    update(PushOutboxRow)
+                    .where(PushOutboxRow.id == outbox_id, self._claimable(now))
+                    .values(
+                        state="sending",
+                        claimed_until=lease,
+                        attempts=PushOutboxRow.attempts + 1,
+                    )
+                )
+                if won.rowcount != 1:  # type: ignore[attr-defined]
+                    continue  # another replica claimed it first
+                found = (
+                    await s.execute(
+                        select(PushOutboxRow, PushSubscriptionRow, DeviceRow.name, UserRow.username)
+                        .join(
+                            PushSubscriptionRow,
+                            PushSubscriptionRow.id == PushOutboxRow.subscription_id,
+                        )
+                        .join(DeviceRow, DeviceRow.id == PushSubscriptionRow.device_id)
+                        .join(UserRow, UserRow.id == DeviceRow.user_id)
+                        .where(PushOutboxRow.id == outbox_id)
+                    )
+                ).first()
+                if found is None:
+                    continue  # its subscription went meanwhile (the row went with it)
+                row, sub, device_name, person = found
+                out.append(
+                    Claim(
+                        outbox_id=row.id,
+                        attempts=row.attempts,
+                        kind=row.kind,
+                        payload=row.payload,
+                        request_id=row.request_id,
+                        subscription_id=sub.id,
+                        endpoint=sub.endpoint,
+                        p256dh=sub.p256dh,
+                        auth=sub.auth,
+                        device_id=sub.device_id,
+                        device_name=device_name,
+                        person=person,
+                    )
+                )
+        return out
+
+    async def _send_one(self, claim: Claim) -> None:
+        async with self._slots:
+            try:
+                answer = await self._post(claim)
+            except EndpointRefused as exc:
+                self.counts["refused"] += 1
+                log.warning("push to %s refused: %s", claim.device_name, exc)
+                await self._finish(claim, "failed", None, f"endpoint refused: {exc}", None)
+                return
+            except Exception as exc:  # a bug or an odd key: recorded, never silent
+                self.counts["errors"] += 1
+                log.exception("push to %s could not be made", claim.device_name)
+                detail = f"push to {claim.device_name} could not be made: {exc!r}"[:500]
+                await self._finish(claim, "failed", None, detail, None)
+                return
+        await self._record(claim, answer)
+
+    async def _post(self, claim: Claim) -> Answer:
+        """One POST; an Answer for every outcome but a refused endpoint."""
+        allowed = allowed_by_prefix(claim.endpoint, self.settings.push_endpoint_allow)
+        if not allowed:
+            await check_endpoint(claim.endpoint, ())  # shape and DNS, now (it may have changed)
+        client = self._allowed if allowed else self._guarded
+        assert client is not None  # run() made them
+        body = encrypt(_compact(claim.payload), claim.p256dh, claim.auth)
+        headers = push_headers(self.key, claim.endpoint, self.subject, claim.kind, claim.payload)
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(TIMEOUT_S):
+                async with client.stream(
+                    "POST", claim.endpoint, content=body, headers=headers
+                ) as response:
+                    text = await _read_capped(response)
+        except TimeoutError:
+            return Answer(None, f"no answer within {TIMEOUT_S:.0f} s", _since(started))
+        except httpx.HTTPError as exc:
+            return Answer(None, f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS], _since(started))
+        return Answer(
+            response.status_code,
+            text,
+            _since(started),
+            _retry_after(response.headers.get("retry-after")),
+        )
+
+    async def _record(self, claim: Claim, answer: Answer) -> None:
+        status, name = answer.status, claim.device_name
+        if status is not None and 200 <= status < 300:
+            self.counts["sent"] += 1
+            await self._finish(claim, "sent", status, str(status), answer.latency_us)
+        elif status in (404, 410):
+            self.counts["gone"] += 1
+            log.warning("push to %s: %s gone, subscription removed", name, status)
+            await self._gone(claim, status, answer.latency_us)
+        elif status is None or status == 429 or status >= 500:
+            said = answer.detail if status is None else f"{status} {answer.detail}".strip()
+            if claim.attempts >= MAX_ATTEMPTS:
+                self.counts["failed"] += 1
+                detail = f"push to {name} failed after {claim.attempts} attempts: {said}"
+                log.warning("%s", detail)
+                await self._finish(claim, "failed", status, detail, answer.latency_us)
+            else:
+                self.counts["retried"] += 1
+                wait = self.settings.push_retry_base_s * 2 ** (claim.attempts - 1)
+                if answer.retry_after is not None:
+                    wait = max(wait, answer.retry_after)
+                log.info("push to %s: %s; retry %d in %.1f s", name, said, claim.attempts, wait)
+                await self._retry(claim, status, f"{said} (retrying in {wait:.1f} s)", wait)
+        else:
+            self.counts["failed"] += 1
+            detail = f"push to {name} failed: {status} {answer.detail}".strip()
+            log.warning("%s", detail)
+            await self._finish(claim, "failed", status, detail, answer.latency_us)
+
+    def _mine(self, claim: Claim) -> Any:
+        """Still this claim's row: nobody re-claimed it since (attempts unchanged)."""
+        return and_(
+            PushOutboxRow.id == claim.outbox_id,
+            PushOutboxRow.state == "sending",
+            PushOutboxRow.attempts == claim.attempts,
+        )
+
+    async def _finish(
+        self,
+        claim: Claim,
+        state: str,
+        status: int | None,
+        detail: str,
+        latency_us: int | None,
+    ) -> None:
+        async with self.db.write() as s:
+            done = await s.execute(
+                update(PushOutboxRow)
+                .where(self._mine(claim))
+                .values(state=state, status_code=status, detail=detail, claimed_until=None)
+            )
+            if done.rowcount != 1:  # type: ignore[attr-defined]
+                return  # re-claimed after our lease ran out: the other sender records
+            if state == "sent":
+                await s.execute(
+                    update(PushSubscriptionRow)
+                    .where(PushSubscriptionRow.id == claim.subscription_id)
+                    .values(last_ok_at=utcnow())
+                )
+            if claim.request_id is not None:
+                s.add(self._delivery(claim, state, detail, latency_us))
+        self._done(claim, status, detail, latency_us)
+
+    async def _retry(self, claim: Claim, status: int | None, detail: str, wait: float) -> None:
+        async with self.db.write() as s:
+            await s.execute(
+                update(PushOutboxRow)
+                .where(self._mine(claim))
+                .values(
+                    state="queued",
+                    status_code=status,
+                    detail=detail,
+                    claimed_until=None,
+                    next_at=utcnow() + timedelta(seconds=wait),
+                )
+            )
+        self.wake()  # the loop re-reads when the retry falls due
+
+    async def _gone(self, claim: Claim, status: int, latency_us: int) -> None:
+        detail = f"{status} gone: subscription removed"
+        notice = (
+            f"Push notifications to {claim.device_name} stopped on "
+            f"{utcnow():%Y-%m-%d %H:%M} UTC: the push service answered {status} "
+            "(the browser dropped its subscription). Turn notifications on again on that device."
+        )
+        async with self.db.write() as s:
+            mine = await s.scalar(select(PushOutboxRow.id).where(self._mine(claim)))
+            if mine is None:
+                return
+            s.add(self._delivery(claim, "failed", detail, latency_us))
+            # Its other queued pushes die with it: their requests say so too.
+            others = await s.execute(
+                select(PushOutboxRow.request_id).where(
+                    PushOutboxRow.subscription_id == claim.subscription_id,
+                    PushOutboxRow.id != claim.outbox_id,
+                    PushOutboxRow.state.in_(("queued", "sending")),
+                    PushOutboxRow.request_id.is_not(None),
+                )
+            )
+            for (request_id,) in others:
+                s.add(
+                    RequestDeliveryRow(
+                        request_id=request_id,
+                        channel="push",
+                        person=claim.person,
+                        device_id=claim.device_id,
+                        device_name=claim.device_name,
+                        state="failed",
+                        detail=detail,
+                    )
+                )
+            await s.execute(
+                update(DeviceRow).where(DeviceRow.id == claim.device_id).values(push_notice=notice)
+            )
+            await s.execute(
+                delete(PushSubscriptionRow).where(PushSubscriptionRow.id == claim.subscription_id)
+            )
+        self._done(claim, status, detail, latency_us)
+
+    def _delivery(
+        self, claim: Claim, state: str, detail: str, latency_us: int | None
+    ) -> RequestDeliveryRow:
+        assert claim.request_id is not None
+        return RequestDeliveryRow(
+            request_id=claim.request_id,
+            channel="push",
+            person=claim.person,
+            device_id=claim.device_id,
+            device_name=claim.device_name,
+            state=state,
+            detail=detail,
+            latency_us=latency_us,
+        )
+
+    def _done(self, claim: Claim, status: int | None, detail: str, latency_us: int | None) -> None:
+        latency = None if latency_us is None else latency_us / 1000
+        self.results[claim.outbox_id] = Result(status, detail, latency)
+        while len(self.results) > 1000:
+            self.results.popitem(last=False)
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    # waiting for outcomes (agentmail notify test) ----------------------------------------
+
+    async def wait_final(self, outbox_ids: Iterable[str], within_s: float) -> dict[str, Result]:
+        """The outcome of each of these pushes once final (sent, failed, or its
+        subscription removed), or as far as it got after `within_s` seconds."""
+        ids = list(outbox_ids)
+        with anyio.move_on_after(within_s):
+            while True:
+                progress = self._progress
+                out, final = await self._outcomes(ids)
+                if final:
+                    return out
+                with anyio.move_on_after(0.5):  # another replica may be the sender
+                    await progress.wait()
+        return (await self._outcomes(ids))[0]
+
+    async def _outcomes(self, ids: list[str]) -> tuple[dict[str, Result], bool]:
+        async with self.db.read() as s:
+            rows = {
+                r.id: r
+                for r in await s.scalars(select(PushOutboxRow).where(PushOutboxRow.id.in_(ids)))
+            }
+        out: dict[str, Result] = {}
+        final = True
+        for i in ids:
+            row = rows.get(i)
+            known = self.results.get(i)
+            if row is None:  # deleted with its subscription (404/410)
+                out[i] = known or Result(None, "subscription removed", None)
+            elif row.state in FINAL:
+                latency = known.latency_ms if known else None
+                out[i] = Result(row.status_code, row.detail or row.state, latency)
+            else:
+                final = False
+                out[i] = Result(row.status_code, row.detail or row.state, None)
+        return out, final
+
+
+async def _read_capped(response: httpx.Response) -> str:
+    """The first BODY_CAP bytes of an answer, as text (push services answer in a few
+    bytes; a huge answer is not read whole)."""
+    got = bytearray()
+    async for chunk in response.aiter_raw():
+        got += chunk
+        if len(got) >= BODY_CAP:
+            break
+    return bytes(got[:BODY_CAP]).decode("utf-8", "replace").strip()[:DETAIL_CHARS]
+
+
+def _since(started: float) -> int:
+    return int((time.perf_counter() - started) * 1_000_000)
+
+
+async def sweep(s: AsyncSession, now: datetime) -> int:
+    """Delete sent and failed outbox rows older than KEEP_DONE_S (the scheduler's
+    sweep); the request's delivery rows keep what happened."""
+    done = await s.execute(
+        delete(PushOutboxRow).where(
+            PushOutboxRow.state.in_(FINAL),
+            PushOutboxRow.created_at < now - timedelta(seconds=KEEP_DONE_S),
+        )
+    )
+    return int(done.rowcount or 0)  # type: ignore[attr-defined]
