@@ -123,7 +123,7 @@ async def test_an_event_id_never_becomes_visible_before_an_earlier_one(
             with anyio.move_on_after(1.5):
                 await b_done.wait()
             async with db.read() as s:
-                seen = [e.data for e in await log.after_all(s, head, 10)]
+                seen = [e.frame for e in await log.after_all(s, head, 10)]
             a_release.set()
         assert seen == [], f"visible while an earlier id was still open: {seen}"
         async with db.read() as s:

@@ -140,7 +140,7 @@ async def test_agent_mail_gets_no_auto_relay(
     model.script = answer("thanks, received")
     start(agent, claude_bin, model)
     other = await human.new_agent(agent.workspace.parent / "other", agent.url)
-    from mailui4agents.client import AsyncClient, ClientConfig
+    from mailui4agents.client import AsyncClient, ClientConfig, MailOut
 
     # other works in a session ana started with it (docs/access.md).
     origin = await human.send(f"{other.name}@{other.workspace}.new", "coordinate")
@@ -151,7 +151,7 @@ async def test_agent_mail_gets_no_auto_relay(
             "done",
             from_session_id=origin["session_id"],
         )
-        assert not isinstance(sent, dict)
+        assert isinstance(sent, MailOut), sent  # not a Duplicate
         await agent.wait_ledger(f'"mail_id":"{sent.id}","state":"completed","outcome":"no_relay"')
         thread = await client.thread(sent.id, session_id=sent.session_id)
     assert [m.type for m in thread.items] == ["message"]

@@ -92,7 +92,7 @@ async def test_agent_mail_gets_no_auto_relay_and_a_human_mail_does(
     bridge still runs the turn and the prompt says an agent wrote."""
     agent.bridge()
     other = await human.new_agent(agent.workspace.parent / "other", agent.url)
-    from mailui4agents.client import AsyncClient, ClientConfig
+    from mailui4agents.client import AsyncClient, ClientConfig, MailOut
 
     # other works in a session ana started with it: from there it may set the
     # agent to work (docs/access.md, "Who may set an agent to work").
@@ -104,7 +104,7 @@ async def test_agent_mail_gets_no_auto_relay_and_a_human_mail_does(
             "do it",
             from_session_id=origin["session_id"],
         )
-    assert not isinstance(sent, dict)
+    assert isinstance(sent, MailOut), sent  # not a Duplicate
     await agent.wait_record(
         lambda rs: any(r["event"] == "end" and r["mail_id"] == sent.id for r in rs)
     )
