@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -60,17 +59,19 @@ async def agent(human: Human, gateway: GatewayProcess, tmp_path: Path) -> AsyncI
             (tmp_path / f"bridge-{n}.log").write_text(bridge.log)  # for a failing test
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[Any]:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failing bridge test shows what its bridges printed and what its fake
     agent recorded (the tail of each), in the report itself: CI keeps no
     temporary directories, and a real CLI that timed out says why only there."""
-    outcome = yield
-    report = outcome.get_result()
+    report = yield
     agent = getattr(item, "funcargs", {}).get("agent")
     if not report.failed or not isinstance(agent, Agent):
-        return
+        return report
     for n, bridge in enumerate(agent.bridges):
         report.sections.append((f"bridge {n} output (tail)", bridge.log[-6000:]))
     if agent.log_path.exists():
         report.sections.append(("fake agent records (tail)", agent.log_path.read_text()[-3000:]))
+    return report

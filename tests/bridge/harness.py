@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,14 +130,17 @@ class Agent:
         start_timeout: float = 30.0,
         default_roots: bool = False,
         crash_at: str | None = None,
-        **env: str,
+        env: Mapping[str, str] | None = None,
+        **more_env: str,
     ) -> BridgeProcess:
         """Start a bridge (the fake agent as the command, unless `args` has a `--`).
 
         Its workspace root is the test's own folder (`TMP/**`: the workspaces of
         tests live outside $HOME), unless `args` gives roots or `default_roots`
         leaves the bridge its default ($HOME/**). `crash_at`: the bridge freezes
-        there for the test to kill it (tests/bridge/crashing_bridge.py)."""
+        there for the test to kill it (tests/bridge/crashing_bridge.py). The
+        bridge's environment gets `env` (a prepared mapping: spread as keywords it
+        could fill `runner` or `default_roots`) and the keywords in `more_env`."""
         base = ["--agent", self.name, "--runner", runner, "--state-dir", str(self.state_dir),
                 "--retry-delay", "0.2", "--log-level", "info"]  # fmt: skip
         if not default_roots and "--workspace-root" not in args:
@@ -144,7 +148,7 @@ class Agent:
         extra = list(args)
         if runner == "command" and "--" not in extra:
             extra += ["--", sys.executable, str(FAKE_AGENT)]
-        process = BridgeProcess([*base, *extra], self.env(**env))
+        process = BridgeProcess([*base, *extra], self.env(**(env or {}), **more_env))
         if crash_at is not None:
             process.env.update(CRASH_AT=crash_at, CRASH_MARK=str(self.crash_mark))
             process.entry = (str(CRASHING_BRIDGE),)

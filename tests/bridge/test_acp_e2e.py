@@ -35,7 +35,7 @@ def model() -> Iterator[ChatServer]:
 def start(agent: Agent, opencode_bin: Path, model: ChatServer) -> BridgeProcess:
     home = opencode_home(agent.workspace.parent, model,
                          permission={"bash": "ask", "edit": "ask"})  # fmt: skip
-    return agent.bridge("--", str(opencode_bin), "acp", runner="acp", **xdg_env(home))
+    return agent.bridge("--", str(opencode_bin), "acp", runner="acp", env=xdg_env(home))
 
 
 async def test_approve_runs_the_command_the_answer_comes_back_and_the_next_mail_resumes(

@@ -83,7 +83,7 @@ def served(
     xdg = xdg_env(home)
     bridge = agent.bridge("--runner-arg", f"bin={opencode_bin}",
                           "--runner-arg", f"data_dir={home / '.local/share'}",
-                          runner="opencode", start_timeout=120, **xdg)  # fmt: skip
+                          runner="opencode", start_timeout=120, env=xdg)  # fmt: skip
     try:
         yield agent
     finally:

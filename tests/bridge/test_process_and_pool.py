@@ -12,7 +12,7 @@ import pytest
 from mailui4agents.bridge.park import ParkServer, ParkState
 from mailui4agents.bridge.pool import Pool, Slot
 from mailui4agents.bridge.process import run_process, start_ticks
-from mailui4agents.bridge.runners.base import Launch
+from mailui4agents.bridge.runners.base import Launch, TurnEvent
 from mailui4agents.bridge.runners.command import CommandParser
 from mailui4agents.hooks.parking import parked
 from tests.bridge.harness import dead
@@ -45,14 +45,13 @@ async def test_a_turn_that_ignores_sigterm_is_killed_with_its_whole_group(tmp_pa
 
 async def test_the_group_is_gone_after_a_timeout(tmp_path: Path) -> None:
     seen: list[int] = []
-    parser = CommandParser()
-    original = parser.feed
 
-    def feed(line: str) -> list[object]:
-        seen.extend(int(p) for p in line.split())
-        return original(line)  # type: ignore[return-value]
+    class Counting(CommandParser):
+        def feed(self, line: str) -> list[TurnEvent]:
+            seen.extend(int(p) for p in line.split())
+            return super().feed(line)
 
-    parser.feed = feed  # type: ignore[method-assign]
+    parser = Counting()
     with anyio.fail_after(30):
         result = await run_process(
             launch(STUBBORN), tmp_path, parser, timeout_s=1.0, park=ParkState()
