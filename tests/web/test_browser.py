@@ -759,6 +759,8 @@ def test_a_plain_decider_always_allows_and_revokes(
     always = region.get_by_role("button", name="Always allow")
     expect(always).to_have_text("Always allow `git status` here")
     pattern = region.get_by_label("Pattern for “Always allow”")
+    expect(pattern).to_be_hidden()  # folded, under a summary that says what opening does
+    region.get_by_text("Change what “Always allow” covers").click()
     expect(pattern).to_be_visible()
     pattern.fill("*")
     expect(always).to_have_text("Always allow every Bash command here")

@@ -15,10 +15,12 @@ from typing import Any
 import anyio
 from fastapi import Request
 from fastapi.responses import StreamingResponse
+from sqlalchemy import false, select
 
 from mailui4agents.api import attachments as api_attachments
 from mailui4agents.api import events as api_events
 from mailui4agents.api.errors import as_api_error
+from mailui4agents.db.tables import PermissionRow, SessionDeciderRow
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.domain.results import Sent
 from mailui4agents.errors import ApiError
@@ -144,6 +146,67 @@ async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str,
         )
         await reading.mark_read_request(s, who, session_id, None)
     return items
+
+
+async def thread_requests(
+    gw: Gateway, who: Principal, session: dict[str, Any], mails: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The requests behind the thread's request mails, by mail id, in one query
+    for the page (none without request mails). For the session's deciders each
+    is a PermissionOut (JSON) with where it was asked and `decided_channel` /
+    `decided_device` (read from the row: where the first answer came from), and
+    `card`: the thread shows it as the request's card. Anyone else reads a
+    request mail without its input (docs/behaviour.md#who-sees-a-requests-input,
+    the same test as services/request_input.hidden, in the query): for them only
+    the request's kind, which names the mail's type ("question")."""
+    ids = [str(m["id"]) for m in mails if m.get("type") == "permission_request"]
+    if not ids:
+        return {}
+    decides: Any = false()
+    if who.is_human:
+        decides = (
+            select(SessionDeciderRow.name)
+            .where(
+                SessionDeciderRow.session_id == PermissionRow.session_id,
+                SessionDeciderRow.name == who.name,
+            )
+            .exists()
+        )
+    stmt = select(PermissionRow, decides).where(
+        PermissionRow.session_id == session["id"], PermissionRow.mail_id.in_(ids)
+    )
+    async with gw.read() as s:
+        rows = (await s.execute(stmt)).all()
+    out: dict[str, dict[str, Any]] = {}
+    for row, sees in rows:
+        if row.mail_id is None:
+            continue
+        if not sees:
+            out[row.mail_id] = {"kind": row.kind}
+            continue
+        item = to_json(permissions.permission_out(row))
+        item.update(
+            session_alias=session.get("alias"),
+            workspace=session.get("workspace"),
+            permission_mode=session.get("permission_mode"),
+            decided_channel=row.decided_channel,
+            decided_device=row.decided_device,
+            card=True,
+        )
+        out[row.mail_id] = item
+    return out
+
+
+async def request_kinds(gw: Gateway, mails: list[dict[str, Any]]) -> dict[str, str]:
+    """The kind (approval | question) of each request mail among `mails`, by
+    mail id, in one query (none without request mails): a mail's type in words
+    (web/render.type_word). The kind tells nothing of the input."""
+    ids = [str(m["id"]) for m in mails if m.get("type") == "permission_request"]
+    if not ids:
+        return {}
+    stmt = select(PermissionRow.mail_id, PermissionRow.kind).where(PermissionRow.mail_id.in_(ids))
+    async with gw.read() as s:
+        return {str(mail_id): kind for mail_id, kind in (await s.execute(stmt)).all()}
 
 
 async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, Any]:

@@ -103,20 +103,168 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def tool_view(tool_input: Any) -> dict[str, Any]:
-    """How a (masked) tool input is shown: a shell command as code, an edit as a
-    diff, anything else as JSON."""
-    if isinstance(tool_input, dict):
-        command = tool_input.get("command")
-        if isinstance(command, str):
-            return {"kind": "command", "text": command}
-        old, new = tool_input.get("old_string"), tool_input.get("new_string")
+# A preview of file content or an edit on the card: the first lines; the whole
+# input is one click away ("Whole input as JSON"), so nothing is hidden.
+PREVIEW_LINES = 12
+PREVIEW_CHARS = 2000
+# Keys of a tool input whose meaning the card shows in words (the rest, if any,
+# only in the collapsed JSON).
+_PATH_KEYS = {"file_path": "File", "notebook_path": "Notebook", "path": "Path", "url": "URL"}
+_SHOWN_KEYS = frozenset(
+    {*_PATH_KEYS, "command", "description", "old_string", "new_string", "edits",
+     "content", "new_source", "pattern", "prompt", "query"}
+)  # fmt: skip
+
+
+def _preview(lines: list[str]) -> tuple[str, int]:
+    """The first PREVIEW_LINES lines (at most PREVIEW_CHARS), and how many were cut."""
+    kept: list[str] = []
+    size = 0
+    for line in lines[:PREVIEW_LINES]:
+        if size + len(line) > PREVIEW_CHARS:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join(kept), len(lines) - len(kept)
+
+
+def _diff_lines(edits: list[Any]) -> list[str]:
+    lines: list[str] = []
+    for edit in edits:
+        if not isinstance(edit, dict):
+            continue
+        old, new = edit.get("old_string"), edit.get("new_string")
         if isinstance(old, str) and isinstance(new, str):
-            lines = [f"--- {tool_input.get('file_path', '')}".rstrip()]
+            if lines:
+                lines.append("…")
             lines += [f"- {ln}" for ln in old.splitlines()]
             lines += [f"+ {ln}" for ln in new.splitlines()]
-            return {"kind": "diff", "text": "\n".join(lines)}
-    return {"kind": "json", "text": pretty_json(tool_input)}
+    return lines
+
+
+def tool_view(tool_input: Any) -> dict[str, Any]:
+    """How a (masked) tool input is shown, most readable first: a shell command as
+    a code line; an edit as the file's path and a diff; written content as the
+    path and its first lines; a path (or URL) alone; else JSON, collapsed.
+
+    `kind` (command | diff | content | path | json) is the code block's class;
+    `path`, `note` (a command's description, a search pattern) and `more` (lines
+    left out of the preview) are shown with it; `json`, the whole input, is
+    offered collapsed whenever the view leaves something out."""
+    view: dict[str, Any] = {"kind": "json", "path": None, "note": None, "text": "", "more": 0}
+    if not isinstance(tool_input, dict):
+        return {**view, "text": pretty_json(tool_input), "json": None}
+    path_key = next((k for k in _PATH_KEYS if isinstance(tool_input.get(k), str)), None)
+    path = tool_input[path_key] if path_key else None
+    command, content = tool_input.get("command"), tool_input.get("content")
+    if content is None:
+        content = tool_input.get("new_source")
+    edits = tool_input.get("edits")
+    note = next(
+        (
+            v
+            for k in ("description", "pattern", "query", "prompt")
+            if isinstance(v := tool_input.get(k), str)
+        ),
+        None,
+    )
+    if isinstance(command, str):
+        view.update(kind="command", text=command)
+    elif isinstance(tool_input.get("old_string"), str) and isinstance(
+        tool_input.get("new_string"), str
+    ):
+        text, more = _preview(_diff_lines([tool_input]))
+        view.update(kind="diff", text=text, more=more)
+    elif isinstance(edits, list) and _diff_lines(edits):
+        text, more = _preview(_diff_lines(edits))
+        view.update(kind="diff", text=text, more=more)
+    elif isinstance(content, str):
+        text, more = _preview(content.splitlines())
+        view.update(kind="content", text=text, more=more)
+    elif path is not None:
+        view.update(kind="path")
+    else:
+        return {**view, "text": pretty_json(tool_input), "json": None}
+    view.update(path=path, path_label=_PATH_KEYS.get(path_key or "", ""), note=note)
+    whole = view["more"] or any(k not in _SHOWN_KEYS for k in tool_input)
+    view["json"] = pretty_json(tool_input) if whole else None
+    return view
+
+
+# A mail's type in words (docs/web.md): every template names types through
+# type_word, never by the stored value. The values are services' `type_=`
+# (services/mail.py, agents.py, calendar_due.py, permission_requests.py,
+# permissions.py) and api/agent.py's (relay, failure).
+TYPE_WORDS = {
+    "message": "message",
+    "relay": "agent reply",
+    "permission_request": "approval request",
+    "question": "question",
+    "permission_decision": "decision",
+    "system": "session notice",
+    "calendar": "calendar entry",
+    "failure": "failure report",
+}
+
+
+def type_word(mail_type: str | None, kind: str | None = None) -> str:
+    """`permission_request` carries questions too (docs/behaviour.md#mail-strict-input-inbox):
+    with the request's `kind` "question" it is a question."""
+    if mail_type == "permission_request" and kind == "question":
+        return TYPE_WORDS["question"]
+    value = mail_type or "message"
+    return TYPE_WORDS.get(value, value.replace("_", " "))
+
+
+# Where a decision came from (permissions.decided_channel, docs/remote.md):
+# a paired device by its name, else the channel in words. Rules, grants and
+# the system (expiry, cancelling) are named by `decided_by` instead.
+CHANNEL_WORDS = {
+    "web": "from the web",
+    "push": "from a notification",
+    "terminal": "from the terminal",
+    "cli": "from the command line",
+    "api": "through the API",
+    "mcp": "through MCP",
+    "email": "by e-mail",
+}
+
+
+def decided_via(p: dict[str, Any]) -> str:
+    via = p.get("decided_via") or {}
+    channel = via.get("channel") or p.get("decided_channel")
+    device = via.get("device") or p.get("decided_device")
+    if device:
+        return f"from {device}"
+    return CHANNEL_WORDS.get(str(channel), "")
+
+
+def request_state(p: dict[str, Any]) -> dict[str, Any]:
+    """A request's state on its card: `word` (the card's heading: "Approved",
+    "Denied", …; "" while pending), `line` ("Approved by ana from Ana's phone"),
+    `note` and `answers` (shown after the line), `css` (a class)."""
+    status = str(p.get("status") or "pending")
+    by = str(p.get("decided_by") or "")
+    question = p.get("kind") == "question"
+    state: dict[str, Any] = {"css": status, "note": p.get("note"), "answers": p.get("answers")}
+    if status == "pending":
+        return {**state, "word": "", "line": "Waiting for a decision"}
+    if status == "expired":
+        return {**state, "word": "Timed out", "line": "Timed out: nobody decided in time"}
+    if status == "cancelled":
+        who = f" by {by}" if by and by != "system" else ""
+        return {**state, "word": "Cancelled", "line": f"Cancelled{who}"}
+    if status == "approved":
+        word = "Answered" if question else "Approved"
+    elif status == "denied":
+        word = "Declined" if question else "Denied"
+    else:
+        word = status.capitalize()
+    if by.startswith("grant:"):
+        return {**state, "word": word, "line": f"{word} by a standing grant (“Always allow”)"}
+    via = decided_via(p)
+    line = f"{word} by {by}" if by else word
+    return {**state, "word": word, "line": f"{line} {via}" if via else line}
 
 
 # Of a command or path in the "Always allow" button; the input is shown whole above it.
@@ -198,6 +346,8 @@ def environment() -> Environment:
         time_left=time_left,
         short_time=short_time,
         tool_view=tool_view,
+        type_word=type_word,
+        request_state=request_state,
         always_allow=always_allow,
         grant_covers=grant_covers,
     )

@@ -231,6 +231,7 @@ async def mailbox(request: Request, archived: bool = False) -> Response:
     sessions = await data.session_list(gw, user.principal, "archived" if archived else "active")
     sessions.sort(key=lambda s: s["last_mail_at"] or s["created_at"] or "", reverse=True)
     mails = await data.recent_mail(gw, user.principal)
+    kinds = await data.request_kinds(gw, mails)  # a question's mail says "question"
     by_session: dict[str, list[dict[str, Any]]] = {}
     for m in mails:
         by_session.setdefault(m["session_id"], []).append(m)
@@ -244,6 +245,7 @@ async def mailbox(request: Request, archived: bool = False) -> Response:
         sessions=sessions,
         mails=by_session,
         pending_by=pending_by,
+        kinds=kinds,
         archived=archived,
         **common,
     )
@@ -261,8 +263,10 @@ async def thread_page(request: Request, session_id: str) -> Response:
     except data.Refusal as err:
         return _error(request, user, err)
     grants = await data.session_grants(gw, user.principal, session_id) if may_decide else []
-    common = await _common(request, user)
+    common = await _common(request, user)  # expires what is due: cards show it so
     here = [p for p in common["pending_all"] if p["session_id"] == session_id]
+    # Each request mail as its request's card (deciders), in one query for the page.
+    requests = await data.thread_requests(gw, user.principal, session, mails)
     return _page(
         request,
         "thread.html",
@@ -270,6 +274,8 @@ async def thread_page(request: Request, session_id: str) -> Response:
         session=session,
         may_decide=may_decide,
         thread=mails,
+        requests=requests,
+        carded={mail_id for mail_id, r in requests.items() if r.get("card")},
         pending=here,
         grants=grants,
         modes=MODES,
