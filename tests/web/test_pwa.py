@@ -175,3 +175,32 @@ def test_with_the_gateway_down_a_page_shows_the_offline_page_and_recovers_by_its
         timeout=30_000
     )
     expect(page.get_by_role("button", name="Log out")).to_be_visible()
+
+
+def test_the_stream_reopens_at_once_when_the_page_is_shown_again(
+    web: Web, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    """A phone's OS closes a sleeping page's connection; when the page is shown
+    again (visibilitychange, pageshow, online) the stream is reopened at once, not
+    after the browser's back-off, and the page catches up. A page that loads tells
+    the gateway it is visible (POST /api/v1/me/presence, with the CSRF header)."""
+    ana = web.user("ana")
+    bot = web.agent("bot")
+    page, _ = open_as(browser, contexts, web, ana, viewport=PHONE, path="/approvals")
+    with page.expect_request(
+        lambda r: r.url.endswith("/api/v1/me/presence") and r.method == "POST"
+    ) as beat:
+        page.reload()
+    assert json.loads(beat.value.post_data or "") == {"visible": True}
+    assert beat.value.headers.get("x-csrf-token")
+    expect(page.locator("body")).to_have_attribute("data-live", "open")
+    page.evaluate("window.__agentmailStream.close(); window.__oldStream = window.__agentmailStream")
+    session = web.session_with(ana, bot)  # an event while nothing listens
+    web.ask(bot, session["session_id"], kind="approval", tool_name="Bash",
+            tool_input={"command": "make while-asleep"})  # fmt: skip
+    page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+    page.wait_for_function("window.__agentmailStream !== window.__oldStream")
+    assert page.evaluate("window.__agentmailStream.readyState") in (0, 1)
+    expect(page.locator("body")).to_have_attribute("data-live", "open")
+    # What came while the stream was closed is on the page (it refreshed itself).
+    expect(page.get_by_text("make while-asleep", exact=True)).to_be_visible()
