@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +26,14 @@ class Browser:
     http: httpx.AsyncClient
     csrf: str
 
-    async def post(self, path: str, csrf: bool = True, **form: str) -> httpx.Response:
-        data = {**form, "csrf": self.csrf} if csrf else form
+    async def submit(self, path: str, form: Mapping[str, str], csrf: bool = True) -> httpx.Response:
+        """Post `form` as the page does, with its CSRF token unless `csrf` is False.
+        For a form held in a dict: spread into `post` a key could fill `csrf`."""
+        data = {**form, "csrf": self.csrf} if csrf else dict(form)
         return await self.http.post(path, data=data)
+
+    async def post(self, path: str, csrf: bool = True, **form: str) -> httpx.Response:
+        return await self.submit(path, form, csrf)
 
 
 @asynccontextmanager
@@ -127,7 +132,7 @@ async def test_admin_actions_refuse_others_and_need_csrf(
 ) -> None:
     await api.user("eve")
     async with browser(api, "eve") as eve:
-        r = await eve.post(f"/admin/{action}", **form)
+        r = await eve.submit(f"/admin/{action}", form)
         assert r.status_code == 403 and "admins only" in r.text
     async with browser(api, "admin", ADMIN_PASSWORD) as boss:
         for bad in ({}, {"csrf": ""}, {"csrf": "0" * 64}):
@@ -429,7 +434,7 @@ async def test_a_stranger_reads_nothing_through_the_web_routes(api: Api) -> None
             {"action": "mode", "mode": "full"},
             {"action": "rename", "alias": "admins-name"},
         ):
-            r = await boss.post(f"/sessions/{sid}", **form)
+            r = await boss.submit(f"/sessions/{sid}", form)
             assert r.status_code == 403, form
     got = await _get_session(api, "ana", sid)
     assert got["alias"] == sent["session_alias"] and got["permission_mode"] == "workspace"
