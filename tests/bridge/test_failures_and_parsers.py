@@ -139,10 +139,11 @@ def test_the_claude_parser_turns_an_api_error_result_into_a_turn_error() -> None
          "result": "API Error: Request rejected (429) · Your credit balance is too low",
          "session_id": "s"},
     )  # fmt: skip
-    assert events[-1] == TurnError(
+    last = events[-1]
+    assert last == TurnError(
         "API error 429: API Error: Request rejected (429) · Your credit balance is too low"
     )
-    assert classify(str(events[-1].message)).kind == "quota"  # type: ignore[union-attr]
+    assert isinstance(last, TurnError) and classify(last.message).kind == "quota"
     assert _claude({"type": "result", "subtype": "error_during_execution", "is_error": True})[
         -1
     ] == TurnError("error_during_execution")

@@ -41,7 +41,8 @@ async def ask_and_decide(
         hook = spawn(tasks, CC, payload, world.env(AGENTMAIL_SESSION_ID=session), world.workdir)
         [request] = await human.wait_pending(session)
         await human.decide(request["id"], decision, **extra)
-        return await hook.result(), request
+        run = await hook.result()
+    return run, request
 
 
 async def test_an_approval_allows_and_the_request_shows_the_tool_call(

@@ -152,11 +152,12 @@ def exits(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("exits")
 def test_a_broken_install_blocks_with_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "mailui4agents.hooks.runner", None)  # import fails
-    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
     with pytest.raises(_Exit) as exited:
         entry.hook_fast_path(["hook", "claude-code"])
     assert exited.value.code == 2
-    assert "blocking" in sys.stderr.getvalue()  # type: ignore[attr-defined]
+    assert "blocking" in stderr.getvalue()
 
 
 @pytest.mark.usefixtures("exits")

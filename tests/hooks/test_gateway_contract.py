@@ -31,7 +31,8 @@ async def test_another_agents_relay_key_is_not_a_duplicate_and_leaks_nothing(api
     # codex, not a participant of claude's session, reuses the key there.
     other = await ask(api, "codex", mine, "hook:claude-code:s:toolu_1")
     assert other["status_code"] == 404
-    assert first["id"] not in str(other)
+    first_id = first["id"]
+    assert isinstance(first_id, str) and first_id not in str(other)
 
 
 async def test_a_secret_in_the_summary_is_masked_in_the_mail(api: Api) -> None:

@@ -25,7 +25,8 @@ async def decided(
         )
         [request] = await human.wait_pending(session)
         await human.decide(request["id"], decision, **extra)
-        return await hook.result()
+        run = await hook.result()
+    return run
 
 
 # -- ZCode: exactly {"decision":"approve"} or {"decision":"block","reason":...} --------

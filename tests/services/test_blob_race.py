@@ -19,8 +19,9 @@ writer runs them one after the other, which is how it stays safe.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import pytest
@@ -143,12 +144,14 @@ async def sweep_then_while_it_holds(
     gw: Gateway,
     store: WatchedStore,
     results: list[blobs.SweepResult],
-    other: Callable[[], Awaitable[None]],
+    other: Callable[[], Coroutine[Any, Any, None]],
     done: Callable[[], bool],
 ) -> None:
     """A sweep that deletes, then holds its transaction open (`store.hold`) while
     `other` starts and waits for it (SQLite: the one writer; PostgreSQL: a row
     lock, seen in pg_stat_activity); then the sweep commits and `other` goes on."""
+    hold = store.hold
+    assert hold is not None, "the test sets store.hold before the sweep"
 
     async def sweep() -> None:
         async with gw.write() as s:
@@ -162,9 +165,9 @@ async def sweep_then_while_it_holds(
             tg.start_soon(other)
             if not gw.db.is_sqlite:
                 await waiting_on_a_lock(gw, done=done)
-            store.hold.set()
+            hold.set()
     finally:
-        store.hold.set()
+        hold.set()
 
 
 async def test_a_sweep_during_an_upload_that_reuses_the_blob_keeps_its_file(

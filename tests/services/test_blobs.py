@@ -43,6 +43,13 @@ def store(gw: Gateway) -> BlobStore:
     return BlobStore.for_settings(gw.settings)
 
 
+def blob_path(store: BlobStore, att: AttachmentRef) -> Path:
+    """Where `att`'s bytes live (AttachmentRef.sha256 is optional on the wire; the
+    gateway always sets it)."""
+    assert att.sha256 is not None, att
+    return store.path(att.sha256)
+
+
 def files_under(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
@@ -107,7 +114,7 @@ async def test_identical_bytes_uploaded_twice_are_stored_as_one_blob(
 async def test_an_empty_file_is_a_blob_too(gw: Gateway, store: BlobStore) -> None:
     att = await upload(gw, b"")
     assert (att.size, att.sha256) == (0, hashlib.sha256(b"").hexdigest())
-    assert store.path(att.sha256).read_bytes() == b""
+    assert blob_path(store, att).read_bytes() == b""
 
 
 async def test_a_write_past_the_limit_is_refused_and_deletes_its_temp_file(
@@ -133,7 +140,7 @@ async def test_sweep_removes_an_old_unreferenced_upload_and_its_file(
     gw: Gateway, store: BlobStore
 ) -> None:
     att = await upload(gw, b"forgotten")
-    path = store.path(att.sha256)
+    path = blob_path(store, att)
     result = await sweep(gw, store, utcnow() + GRACE + timedelta(minutes=1))
     assert result == blobs.SweepResult(attachments=1, blobs=1)
     assert not path.exists()
@@ -148,7 +155,7 @@ async def test_sweep_keeps_an_old_upload_that_a_mail_references(
     await reference(gw, att.attachment_id)
     result = await sweep(gw, store, utcnow() + timedelta(days=365))
     assert result == blobs.SweepResult()
-    assert store.path(att.sha256).read_bytes() == b"sent along"
+    assert blob_path(store, att).read_bytes() == b"sent along"
     assert await count(gw, AttachmentRow) == 1
 
 
@@ -156,7 +163,7 @@ async def test_sweep_keeps_a_young_unreferenced_upload(gw: Gateway, store: BlobS
     att = await upload(gw, b"mail still being written")
     result = await sweep(gw, store, utcnow() + GRACE - timedelta(minutes=1))
     assert result == blobs.SweepResult()
-    assert store.path(att.sha256).exists()
+    assert blob_path(store, att).exists()
 
 
 async def test_sweep_keeps_a_blob_that_a_referenced_upload_of_the_same_bytes_uses(
@@ -167,7 +174,7 @@ async def test_sweep_keeps_a_blob_that_a_referenced_upload_of_the_same_bytes_use
     await reference(gw, kept.attachment_id)
     result = await sweep(gw, store, utcnow() + timedelta(days=365))
     assert result == blobs.SweepResult(attachments=1, blobs=0)
-    assert store.path(kept.sha256).read_bytes() == b"twice"
+    assert blob_path(store, kept).read_bytes() == b"twice"
 
 
 async def test_an_upload_of_bytes_whose_blob_was_swept_stores_them_again(
@@ -175,9 +182,9 @@ async def test_an_upload_of_bytes_whose_blob_was_swept_stores_them_again(
 ) -> None:
     old = await upload(gw, b"again")
     await sweep(gw, store, utcnow() + timedelta(days=365))
-    assert not store.path(old.sha256).exists()
+    assert not blob_path(store, old).exists()
     new = await upload(gw, b"again")
-    assert store.path(new.sha256).read_bytes() == b"again"
+    assert blob_path(store, new).read_bytes() == b"again"
     assert await count(gw, BlobRow) == 1
 
 
@@ -196,4 +203,4 @@ async def test_the_scheduler_sweep_uses_the_configured_grace(gw: Gateway, store:
     assert await scheduler.sweep_blobs(gw, now=utcnow()) == blobs.SweepResult()
     later = utcnow() + timedelta(seconds=gw.settings.blob_grace_s + 60)
     assert await scheduler.sweep_blobs(gw, now=later) == blobs.SweepResult(1, 1)
-    assert not store.path(att.sha256).exists()
+    assert not blob_path(store, att).exists()
