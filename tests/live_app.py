@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from fastapi import FastAPI
@@ -42,7 +42,9 @@ class LiveApp:
 
 
 @contextmanager
-def uvicorn_thread(app: Any, *, lifespan: str, start_timeout: float = 30) -> Iterator[str]:
+def uvicorn_thread(
+    app: Any, *, lifespan: Literal["auto", "on", "off"], start_timeout: float = 30
+) -> Iterator[str]:
     """Serve `app` with a real uvicorn on 127.0.0.1 (port 0) in a thread; yields its URL."""
     config = uvicorn.Config(
         app,

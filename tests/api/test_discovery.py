@@ -436,7 +436,7 @@ async def test_client_methods_use_the_agent_or_the_human_routes(people: Api) -> 
 
     first = await sent(people, "ana", ["claude@/srv/shop.new"], subject="Fix login", body="500!")
     sid = first["session_id"]
-    transport = people.http._transport  # type: ignore[attr-defined]
+    transport = people.http._transport
     agent = ClientConfig(url="http://gw", key=people.tokens["claude"], agent_name="claude")
     async with AsyncClient(agent, transport=transport) as claude:
         [hit] = (await claude.search_mail("login", session_id=sid)).items

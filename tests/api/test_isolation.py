@@ -123,7 +123,7 @@ async def test_search_returns_exactly_the_mail_the_rule_allows(api: Api, seed: i
 async def test_every_agent_read_endpoint_allows_exactly_the_rule(api: Api, seed: int) -> None:
     rng = random.Random(seed)
     world = await build(api, rng, count=8)
-    mismatches = []
+    mismatches: list[tuple[object, ...]] = []
     checked = 0
     for name, url_of in ENDPOINTS.items():
         for agent in AGENTS:

@@ -210,7 +210,9 @@ async def test_a_search_page_is_byte_for_byte_the_model_answer(
     assert {row[2] for row in logged} >= {i["id"] for i in answer["items"]}
 
 
-async def _logged(w: World, action: str) -> list[tuple[str, str, str | None, str | None, str]]:
+async def _logged(
+    w: World, action: str
+) -> list[tuple[str, str, str | None, str | None, str | None]]:
     async with w.gw.read() as s:
         rows = await s.scalars(select(ReadLogRow).where(ReadLogRow.action == action))
         return sorted((r.reader, r.reader_kind, r.mail_id, r.scope_session_id, r.session_id)

@@ -9,7 +9,7 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -150,7 +150,7 @@ class BlockingHasher(PasswordHasher):
         self.released = threading.Event()
         self.released_while_held: list[bool] = []
 
-    def verify(self, hash: str | bytes, password: str | bytes) -> bool:
+    def verify(self, hash: str | bytes, password: str | bytes) -> Literal[True]:
         self.entered.set()
         self.released_while_held.append(self.released.wait(timeout=5))
         return super().verify(hash, password)

@@ -126,7 +126,8 @@ def test_every_operation_has_a_response_schema(doc: dict[str, Any]) -> None:
 
 
 def _template(doc: dict[str, Any], method: str, url: str) -> str | None:
-    for path, item in doc["paths"].items():
+    paths: dict[str, Any] = doc["paths"]
+    for path, item in paths.items():
         pattern = "^" + re.sub(r"{\w+}", "[^/]+", path) + "$"
         if method in item and re.match(pattern, url):
             return path

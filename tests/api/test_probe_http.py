@@ -29,7 +29,7 @@ async def test_the_openapi_document_names_the_bearer_schemes_and_each_operations
     seen = set()
     for path, item in spec["paths"].items():
         for method, op in item.items():
-            want = (
+            want: list[dict[str, list[str]]] = (
                 []
                 if path in ("/api/v1/auth/login", "/healthz", "/readyz")
                 else [{"agentKey" if path.startswith("/api/v1/agent/") else "userToken": []}]

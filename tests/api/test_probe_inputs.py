@@ -138,7 +138,7 @@ async def test_a_nul_in_any_path_parameter_is_a_400_naming_it(
     cases = _path_cases(api)
     assert len(cases) > 20
     for method, url, param, who in cases:
-        body = {} if method in ("POST", "PATCH", "PUT") else None
+        body: dict[str, object] | None = {} if method in ("POST", "PATCH", "PUT") else None
         r = await api.http.request(method, url, json=body, headers=api.auth(who))
         err = error_of(r)
         assert (err["code"], err["field"]) == ("invalid_value", param), (method, url, err)

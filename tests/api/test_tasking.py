@@ -311,18 +311,16 @@ async def test_random_agents_senders_workspaces_and_modes_agree_with_the_oracle(
     for i in range(4):
         owners = rng.sample(PEOPLE, rng.randint(1, 2))
         taskers = rng.sample([p for p in PEOPLE if p not in owners], rng.randint(0, 2))
-        spec = {
+        roots = rng.sample(ROOTS, rng.randint(0, 2))
+        max_mode = {"owners": rng.choice(MODES), "taskers": rng.choice(MODES)}
+        spec: dict[str, Any] = {
             "owners": owners,
             "taskers": taskers,
-            "roots": rng.sample(ROOTS, rng.randint(0, 2)),
-            "max": {"owners": rng.choice(MODES), "taskers": rng.choice(MODES)},
+            "roots": roots,
+            "max": max_mode,
         }
         await api.agent(
-            f"a{i}",
-            workspaces=spec["roots"],
-            owners=owners,
-            taskers=taskers,
-            max_mode=spec["max"],
+            f"a{i}", workspaces=roots, owners=owners, taskers=taskers, max_mode=max_mode
         )
         agents[f"a{i}"] = spec
     outcomes: dict[str | None, int] = {}

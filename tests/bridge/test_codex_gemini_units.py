@@ -174,7 +174,9 @@ def blocked(call: str, note: str) -> list[dict[str, object]]:
 
 
 def test_codex_denials_come_from_the_last_turn_of_the_rollout(tmp_path: Path) -> None:
-    ran = [{"type": "function_call_output", "call_id": "c9", "output": "Process exited with 0"}]
+    ran: list[dict[str, object]] = [
+        {"type": "function_call_output", "call_id": "c9", "output": "Process exited with 0"}
+    ]
     write_rollout(tmp_path, [blocked("c1", "old turn"), blocked("c2", "use staging") + ran])
     assert turn_denials(tmp_path, THREAD) == [("exec_command", "use staging. Command: echo hi")]
     p = CodexParser(tmp_path)

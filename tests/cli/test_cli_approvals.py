@@ -136,8 +136,8 @@ def world(shared_gateway: GatewayProcess, tmp_path: Path) -> Iterator[World]:
         )
         assert r.status_code == 201, r.text
         # ana may set it to work (docs/access.md); the admin owns it.
-        agent = {"name": agent_name, "taskers": [ana_name], "workspaces": ["/**"]}
-        r = http.post("/api/v1/admin/agents", json=agent, headers=admin)
+        created = {"name": agent_name, "taskers": [ana_name], "workspaces": ["/**"]}
+        r = http.post("/api/v1/admin/agents", json=created, headers=admin)
         assert r.status_code == 201, r.text
         key = r.json()["key"]
 

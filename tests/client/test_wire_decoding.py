@@ -200,9 +200,9 @@ def test_a_posted_requests_answer_decodes_as_the_wire_model_says(
 @pytest.mark.parametrize(
     ("status", "detail"),
     [
-        (409, ErrorDetail(code="conflict", message="", reason="mode_allows")),  # type: ignore[call-arg]
+        (409, ErrorDetail(code="conflict", message="", reason="mode_allows")),
         (404, ErrorDetail(code="not_found", message="no such session", field="session_id")),
-        (429, ErrorDetail(code="rate_limited", message="slow down", retry_after=3)),  # type: ignore[call-arg]
+        (429, ErrorDetail(code="rate_limited", message="slow down", retry_after=3)),
     ],
 )
 def test_errors_decode_the_same_on_both_transports(

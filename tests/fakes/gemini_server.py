@@ -108,8 +108,7 @@ class GeminiServer(ScriptedServer):
                 text = json.dumps(fits(schema))
             else:
                 text = "ok"
-            parts = [{"text": text}]
-            return {"candidates": [_candidate(parts, True)], "usageMetadata": USAGE,
+            return {"candidates": [_candidate([{"text": text}], True)], "usageMetadata": USAGE,
                     "modelVersion": model}  # fmt: skip
         if not route.endswith(":streamGenerateContent"):
             return None

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from mailui4agents.testing import GatewayProcess, clean_env
-from tests.conftest import ADMIN_PASSWORD, FAST_HASH_ENV, USER_PASSWORD
+from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
 from tests.hooks.harness import HookRun, Human, hook_env, run_hook
 
 

@@ -70,7 +70,7 @@ async def answer_pending_question(
         "/api/v1/permissions", params={"status": "pending"}, headers=api.auth("ana")
     )
     assert r.status_code == 200, r.text
-    pending = {item["id"]: item for item in r.json()["items"]}
+    pending: dict[str, dict[str, Any]] = {item["id"]: item for item in r.json()["items"]}
     assert asked["id"] in pending
     question = pending[asked["id"]]
     body: dict[str, Any] = {"decision": decision}
