@@ -26,6 +26,7 @@ from mailui4agents.api import (
     events,
     health,
     mail,
+    notify,
     permissions,
     sessions,
 )
@@ -47,7 +48,7 @@ from mailui4agents.services import identity, push_keys, push_send, scheduler
 from mailui4agents.services.limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from mailui4agents.web import calendar_page, devices_page, pwa
+from mailui4agents.web import calendar_page, devices_page, notify_page, pwa
 from mailui4agents.web import views as web_views
 
 SQLITE_PREFIX = "sqlite+aiosqlite:///"
@@ -156,9 +157,11 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
     app.include_router(calendar.agent_router)
     app.include_router(devices.router)  # docs/api.md, "Devices"
+    app.include_router(notify.router)  # docs/remote.md, "Notification policy"
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
+    app.include_router(notify_page.router)
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
     document_errors(app)

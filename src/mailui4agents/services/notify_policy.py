@@ -1,70 +1,182 @@
 """A person's notification policy: which channels, what a push may show, not while
 one of their pages is visible, quiet hours, a reminder, escalation to the other
-deciders (docs/remote.md, "Notification policy").
+deciders (docs/remote.md, "Notification policy"). The rules are in
+domain/notify_policy.py; this module reads and writes them.
 
 services/push.py asks `first_push` whom to push when a request opens; the
-scheduler's reminder/escalation pass lives here too.
+scheduler's reminder/escalation pass is services/notify_due.py (it calls
+services/push.py, which imports this module: kept apart, no import cycle).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import NotifyPolicyRow, UserRow
+from mailui4agents.db.tables import NotifyPolicyRow, SessionDeciderRow, UserRow
+from mailui4agents.domain import notify_policy as rules
+from mailui4agents.domain.notify_policy import DECIDER, SETTABLE, Decider
+from mailui4agents.domain.notify_policy import Policy as Policy
+from mailui4agents.services.principals import Principal
+
+# Presence (POST /api/v1/me/presence): a visible page says so every ~20 s; it
+# counts for VISIBLE_FOR_S, and a beacon is written only when what is stored
+# runs out within VISIBLE_REFRESH_S, so a page costs a write every ~15 s at most.
+VISIBLE_FOR_S = 45.0
+VISIBLE_REFRESH_S = 30.0
+
+_POLICIES = cast(Table, NotifyPolicyRow.__table__)
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """One person's policy; the defaults are what a person without a row gets."""
+def _policy(row: NotifyPolicyRow) -> Policy:
+    return Policy(
+        push=row.push,
+        email=row.email,
+        push_content=row.push_content,
+        skip_when_visible=row.skip_when_visible,
+        quiet_start=row.quiet_start,
+        quiet_end=row.quiet_end,
+        timezone=row.timezone,
+        remind_after_min=row.remind_after_min,
+        escalate_after_min=row.escalate_after_min,
+        visible_until=row.visible_until,
+    )
 
-    push: bool = True
-    email: bool = True
-    push_content: str = "preview"  # preview | none
-    skip_when_visible: bool = True
-    quiet_start: str | None = None
-    quiet_end: str | None = None
-    timezone: str = "UTC"
-    remind_after_min: int | None = None
-    escalate_after_min: int | None = None
-    visible_until: datetime | None = None
 
-
-async def policies(s: AsyncSession, names: Sequence[str]) -> dict[str, Policy]:
+async def policies(s: AsyncSession, names: Iterable[str]) -> dict[str, Policy]:
     """Each named person's policy (defaults for those without a row)."""
-    out = {name: Policy() for name in names}
-    if not names:
+    wanted = list(dict.fromkeys(names))
+    out = {name: Policy() for name in wanted}
+    if not wanted:
         return out
     rows = await s.execute(
         select(UserRow.username, NotifyPolicyRow)
         .join(NotifyPolicyRow, NotifyPolicyRow.user_id == UserRow.id)
-        .where(UserRow.username.in_(list(names)))
+        .where(UserRow.username.in_(wanted))
     )
     for name, row in rows.all():
-        out[name] = Policy(
-            push=row.push,
-            email=row.email,
-            push_content=row.push_content,
-            skip_when_visible=row.skip_when_visible,
-            quiet_start=row.quiet_start,
-            quiet_end=row.quiet_end,
-            timezone=row.timezone,
-            remind_after_min=row.remind_after_min,
-            escalate_after_min=row.escalate_after_min,
-            visible_until=row.visible_until,
-        )
+        out[name] = _policy(row)
     return out
+
+
+async def deciders_of(s: AsyncSession, session_ids: Iterable[str]) -> dict[str, list[Decider]]:
+    """Each session's deciders, owners first, with their roles and policies."""
+    ids = sorted(set(session_ids))
+    out: dict[str, list[tuple[str, str]]] = {sid: [] for sid in ids}
+    if not ids:
+        return {}
+    rows = await s.execute(
+        select(SessionDeciderRow.session_id, SessionDeciderRow.name, SessionDeciderRow.role)
+        .where(SessionDeciderRow.session_id.in_(ids))
+        .order_by(
+            SessionDeciderRow.session_id,
+            SessionDeciderRow.role.desc(),
+            SessionDeciderRow.created_at,
+        )
+    )
+    for sid, name, role in rows.all():
+        out[sid].append((name, role))
+    found = await policies(s, (name for people in out.values() for name, _ in people))
+    return {
+        sid: [Decider(name, role, found[name]) for name, role in people]
+        for sid, people in out.items()
+    }
 
 
 async def first_push(
     s: AsyncSession, session_id: str, deciders: Sequence[str], now: datetime
 ) -> dict[str, Policy]:
-    """The deciders to push when a request opens, with their policies.
+    """The deciders to push as a request of the session opens at `now`, with their
+    policies (domain/notify_policy.first_wave): not those whose push is off, who
+    are in quiet hours or looking at a page, nor the non-owner deciders an
+    owner holds back for escalation. `deciders` (access.deciders: owners first)
+    keeps its order; a name the session does not list counts as a decider."""
+    roles = {d.name: d for d in (await deciders_of(s, [session_id])).get(session_id, [])}
+    missing = await policies(s, [n for n in deciders if n not in roles])
+    people = [roles.get(n) or Decider(n, DECIDER, missing[n]) for n in dict.fromkeys(deciders)]
+    return {d.name: d.policy for d in rules.first_wave(people, now)}
 
-    (First version: every decider. Quiet hours, visible pages and escalation
-    narrow this.)"""
-    return await policies(s, deciders)
+
+# --- a person's own policy ---------------------------------------------------
+
+
+async def get_policy(s: AsyncSession, who: Principal) -> Policy:
+    row = await s.get(NotifyPolicyRow, who.id)
+    return Policy() if row is None else _policy(row)
+
+
+def _upsert(s: AsyncSession, values: dict[str, Any], changed: Iterable[str]) -> Any:
+    """INSERT the whole row, or on a row already there (made meanwhile by another
+    request: PostgreSQL READ COMMITTED, or an earlier commit) UPDATE only the
+    `changed` columns: two tabs changing different fields both stick, and
+    neither of two first writes fails on the primary key."""
+    dialect = s.get_bind().dialect.name
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    stmt = insert(_POLICIES).values(**values)
+    keep = {name: stmt.excluded[name] for name in changed}
+    return stmt.on_conflict_do_update(index_elements=["user_id"], set_=keep)
+
+
+async def set_policy(
+    s: AsyncSession, who: Principal, changes: dict[str, Any], now: datetime
+) -> Policy:
+    """Apply a partial update (only the fields in `changes`) to `who`'s policy:
+    Invalid naming the field when a value, or the result, is not allowed."""
+    current = await get_policy(s, who)
+    new = rules.updated(current, changes)
+    values = {name: getattr(new, name) for name in SETTABLE}
+    values.update(user_id=who.id, visible_until=current.visible_until, updated_at=now)
+    await s.execute(_upsert(s, values, [*changes, "updated_at"]))
+    row = await s.get(NotifyPolicyRow, who.id, populate_existing=True)
+    assert row is not None
+    return _policy(row)
+
+
+def as_dict(p: Policy) -> dict[str, Any]:
+    """The fields a person sets (not the presence beacon)."""
+    return {k: v for k, v in asdict(p).items() if k in SETTABLE}
+
+
+# --- presence ------------------------------------------------------------------
+
+
+async def visible_until(s: AsyncSession, who: Principal) -> datetime | None:
+    until: datetime | None = await s.scalar(
+        select(NotifyPolicyRow.visible_until).where(NotifyPolicyRow.user_id == who.id)
+    )
+    return until
+
+
+def presence_write_needed(stored: datetime | None, visible: bool, now: datetime) -> bool:
+    """Whether a beacon changes anything worth a write (`stored` read in a read
+    transaction first, so a page's beacons rarely take the write lock)."""
+    if not visible:
+        return stored is not None
+    return stored is None or stored <= now + timedelta(seconds=VISIBLE_REFRESH_S)
+
+
+async def set_presence(
+    s: AsyncSession, who: Principal, visible: bool, now: datetime
+) -> datetime | None:
+    """Record that one of `who`'s pages is visible (until now + VISIBLE_FOR_S)
+    or no longer is; returns the stored visible_until."""
+    until = now + timedelta(seconds=VISIBLE_FOR_S) if visible else None
+    if until is None:
+        await s.execute(
+            update(NotifyPolicyRow)
+            .where(NotifyPolicyRow.user_id == who.id)
+            .values(visible_until=None)
+        )
+        return None
+    values = {name: getattr(Policy(), name) for name in SETTABLE}
+    values.update(user_id=who.id, visible_until=until, updated_at=now)
+    # Only the beacon: the person's settings (or their defaults) stay as they are.
+    await s.execute(_upsert(s, values, ["visible_until"]))
+    return until

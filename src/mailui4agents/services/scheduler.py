@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.types import utcnow
-from mailui4agents.services import blobs, calendar_due, permissions
+from mailui4agents.services import blobs, calendar_due, notify_due, permissions
 from mailui4agents.state import Gateway
 
 log = logging.getLogger("mailui4agents.scheduler")
@@ -31,12 +31,19 @@ SWEEP_EVERY_S = 3600.0
 # Occurrences delivered per pass at most (one write transaction each); the rest wait
 # for the next pass, so a long catch-up never holds the writer for long.
 CALENDAR_PER_PASS = 200
+# Reminders and escalations are set in whole minutes: a pass every 10 s is plenty.
+NOTIFY_EVERY_S = 10.0
 
 Clock = Callable[[], datetime]
 
 
 # One advisory lock key per job (any constants, distinct from events/log.py's).
-JOB_LOCKS = {"expire": 0x6A6F6201, "sweep": 0x6A6F6202, "calendar": 0x6A6F6203}
+JOB_LOCKS = {
+    "expire": 0x6A6F6201,
+    "sweep": 0x6A6F6202,
+    "calendar": 0x6A6F6203,
+    "notify": 0x6A6F6204,
+}
 
 
 async def run_once(s: AsyncSession, job: str) -> bool:
@@ -82,6 +89,35 @@ async def deliver_calendar(gw: Gateway, now: datetime | None = None) -> int:
     return sent
 
 
+async def remind_and_escalate(
+    gw: Gateway, now: datetime | None = None, sender: notify_due.Sender = notify_due.push_sender
+) -> notify_due.Result:
+    """Push the reminders and escalations due at `now` (services/notify_due.py),
+    each claimed in its own write transaction. Reads first, so a gateway with
+    nothing due never takes the write lock."""
+    now = now or utcnow()
+    result = notify_due.Result()
+    async with gw.read() as s:
+        batch = await notify_due.plan(s, now)
+    for due in batch:
+        async with gw.write() as s:
+            if not await run_once(s, "notify"):
+                return result  # another replica is doing this pass
+            if not await notify_due.claim(s, due):
+                continue  # decided meanwhile, or claimed by another pass
+            result.pushed += await notify_due.send(s, due, sender)
+        result.claimed += 1
+        result.skipped += len(due.step.skipped)
+    if result.claimed:
+        log.info(
+            "notify: %d step(s) claimed, %d push(es) queued, %d person(s) skipped",
+            result.claimed,
+            result.pushed,
+            result.skipped,
+        )
+    return result
+
+
 async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepResult:
     """One sweep (docs/behaviour.md#attachments). Reads first, so a gateway with nothing to sweep
     never takes the write lock."""
@@ -107,6 +143,7 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
     an aiosqlite call midway left its connection's close pending forever, and the
     process hung on exit."""
     last_sweep: float | None = None
+    last_notify: float | None = None
     while not stop.is_set():
         try:
             await tick(gw)
@@ -116,6 +153,12 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
             await deliver_calendar(gw, clock())
         except Exception:  # nothing was claimed by a failed transaction; retried
             log.exception("calendar pass failed")
+        if last_notify is None or anyio.current_time() - last_notify >= NOTIFY_EVERY_S:
+            last_notify = anyio.current_time()
+            try:
+                await remind_and_escalate(gw, clock())
+            except Exception:  # a failed step's claim rolled back; the next pass retries
+                log.exception("reminder/escalation pass failed")
         if last_sweep is None or anyio.current_time() - last_sweep >= SWEEP_EVERY_S:
             last_sweep = anyio.current_time()
             try:

@@ -1,0 +1,139 @@
+"""The "Notifications" settings page in-process (docs/remote.md, "Notification
+policy"): the person's own policy in one form, saved with the CSRF token as
+every form, a refusal shown in the form naming the field."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+
+from tests.conftest import USER_PASSWORD, Api
+
+pytestmark = pytest.mark.anyio
+
+FULL = {
+    "push": "on",
+    "email": "on",
+    "skip_when_visible": "on",
+    "push_content": "preview",
+    "quiet_start": "",
+    "quiet_end": "",
+    "timezone": "UTC",
+    "remind_after_min": "",
+    "escalate_after_min": "",
+}
+
+
+@asynccontextmanager
+async def browser(api: Api, user: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser of `user`, logged in on the web form."""
+    async with httpx.AsyncClient(transport=api.http._transport, base_url="http://gw") as http:
+        page = await http.get("/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf
+        r = await http.post(
+            "/login",
+            data={"username": user, "password": USER_PASSWORD, "csrf": csrf.group(1), "next": "/"},
+        )
+        assert r.status_code == 303, r.text
+        yield http
+
+
+def csrf_of(html: str) -> str:
+    m = re.search(r'<meta name="csrf-token" content="([^"]+)"', html)
+    assert m
+    return m.group(1)
+
+
+async def test_the_form_shows_and_saves_the_persons_own_policy(api: Api) -> None:
+    await api.user("ana")
+    await api.user("bob")
+    async with browser(api, "ana") as ana:
+        page = await ana.get("/notifications")
+        assert page.status_code == 200
+        assert "<h1>Notifications</h1>" in page.text
+        assert 'name="push" id="push" checked' in page.text
+        assert 'value="UTC"' in page.text
+        # The Devices page links here.
+        assert 'href="/notifications"' in (await ana.get("/devices")).text
+        form = {
+            **FULL,
+            "csrf": csrf_of(page.text),
+            "quiet_start": "22:00",
+            "quiet_end": "07:00",
+            "timezone": "Europe/Madrid",
+            "remind_after_min": "15",
+            "push_content": "none",
+        }
+        del form["email"]  # an unticked box is not sent
+        saved = await ana.post("/notifications", data=form)
+        assert saved.status_code == 303 and saved.headers["location"] == "/notifications?saved=1"
+        again = await ana.get("/notifications?saved=1")
+        assert "Saved." in again.text
+        assert 'name="email" id="email">' in again.text  # no longer checked
+        assert 'value="22:00"' in again.text and 'value="Europe/Madrid"' in again.text
+    got = await api.http.get("/api/v1/me/notify-policy", headers=api.auth("ana"))
+    assert got.json() == {
+        "push": True,
+        "email": False,
+        "push_content": "none",
+        "skip_when_visible": True,
+        "quiet_start": "22:00",
+        "quiet_end": "07:00",
+        "timezone": "Europe/Madrid",
+        "remind_after_min": 15,
+        "escalate_after_min": None,
+    }
+    # bob's page shows bob's (the defaults), not ana's.
+    async with browser(api, "bob") as bob:
+        page = await bob.get("/notifications")
+        assert 'value="Europe/Madrid"' not in page.text and 'value="UTC"' in page.text
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"quiet_start": "22:00"}, "quiet_end"),
+        ({"timezone": "Mars/Olympus"}, "timezone"),
+        ({"remind_after_min": "0"}, "remind_after_min"),
+        ({"escalate_after_min": "ten"}, "escalate_after_min"),
+        ({"push_content": "all"}, "push_content"),
+    ],
+)
+async def test_a_refusal_comes_back_in_the_form_naming_the_field(
+    api: Api, change: dict[str, str], field: str
+) -> None:
+    await api.user("ana")
+    async with browser(api, "ana") as ana:
+        page = await ana.get("/notifications")
+        r = await ana.post("/notifications", data={**FULL, **change, "csrf": csrf_of(page.text)})
+        assert r.status_code == 400, r.text
+        assert 'role="alert"' in r.text and field in r.text
+        assert f'id="{field}"' in r.text
+        assert re.search(rf'id="{field}"[^>]*aria-invalid="true"', r.text), field
+        if field != "push_content":  # what was typed is kept (a select shows its options)
+            assert all(f'value="{v}"' in r.text for v in change.values())
+    got = await api.http.get("/api/v1/me/notify-policy", headers=api.auth("ana"))
+    assert got.json()["timezone"] == "UTC" and got.json()["quiet_start"] is None
+
+
+async def test_the_form_needs_a_login_and_its_csrf_token(api: Api) -> None:
+    await api.user("ana")
+    async with httpx.AsyncClient(transport=api.http._transport, base_url="http://gw") as anon:
+        r = await anon.get("/notifications")
+        assert r.status_code == 303 and r.headers["location"].startswith("/login")
+        r = await anon.post("/notifications", data={**FULL, "push": ""})
+        assert r.status_code == 303 and r.headers["location"].startswith("/login")
+    async with browser(api, "ana") as ana:
+        r = await ana.post("/notifications", data={**FULL, "timezone": "Europe/Madrid"})
+        assert r.status_code == 403
+        r = await ana.post(
+            "/notifications", data={**FULL, "timezone": "Europe/Madrid", "csrf": "wrong"}
+        )
+        assert r.status_code == 403
+    got = await api.http.get("/api/v1/me/notify-policy", headers=api.auth("ana"))
+    assert got.json()["timezone"] == "UTC"
