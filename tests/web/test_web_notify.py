@@ -15,6 +15,7 @@ from tests.conftest import USER_PASSWORD, Api
 
 pytestmark = pytest.mark.anyio
 
+PRESENCE = "/api/v1/me/presence"
 FULL = {
     "push": "on",
     "email": "on",
@@ -137,3 +138,23 @@ async def test_the_form_needs_a_login_and_its_csrf_token(api: Api) -> None:
         assert r.status_code == 403
     got = await api.http.get("/api/v1/me/notify-policy", headers=api.auth("ana"))
     assert got.json()["timezone"] == "UTC"
+
+
+async def test_a_pages_presence_beacon_takes_its_cookie_and_csrf_token(api: Api) -> None:
+    """static/app.js posts {visible} with the session cookie and X-CSRF-Token."""
+    await api.user("ana")
+    async with browser(api, "ana") as ana:
+        csrf = csrf_of((await ana.get("/")).text)
+        # A cookie alone is what another site's request would carry: refused.
+        bare = await ana.post(PRESENCE, json={"visible": True})
+        assert bare.status_code == 403, bare.text
+        wrong = await ana.post(PRESENCE, json={"visible": True}, headers={"X-CSRF-Token": "x"})
+        assert wrong.status_code == 403
+        r = await ana.post(PRESENCE, json={"visible": True}, headers={"X-CSRF-Token": csrf})
+        assert r.status_code == 200 and r.json()["visible_until"] is not None, r.text
+        r = await ana.post(PRESENCE, json={"visible": False}, headers={"X-CSRF-Token": csrf})
+        assert r.status_code == 200 and r.json()["visible_until"] is None
+        # Logged out: the cookie is worthless.
+        await ana.post("/logout", data={"csrf": csrf})
+        r = await ana.post(PRESENCE, json={"visible": True}, headers={"X-CSRF-Token": csrf})
+        assert r.status_code == 401

@@ -1,18 +1,31 @@
 """The caller's own notification policy and presence (docs/remote.md,
 "Notification policy"). People only (agent keys: 403); there is no id in the
 path, so nobody — admins included — reads or changes another person's policy.
-services/notify_policy.py holds the rules."""
+services/notify_policy.py holds the rules.
+
+The presence beacon is sent by the web UI's pages (static/app.js), so besides
+`Authorization: Bearer` it takes the web session cookie with the page's CSRF
+token in `X-CSRF-Token` (a cookie alone is what a cross-site request carries;
+the token is what it cannot), as the push subscription routes do."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
+from mailui4agents.api import deps
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.validation import StrictBody
 from mailui4agents.db.types import utcnow
-from mailui4agents.domain.errors import invalid_value
+from mailui4agents.domain.errors import forbidden, invalid_value
+from mailui4agents.errors import ApiError
 from mailui4agents.services import notify_policy
+from mailui4agents.services.identity import authenticate_in
+from mailui4agents.services.principals import Principal
+from mailui4agents.state import Gateway
+from mailui4agents.web import auth as web_auth
 from mailui4agents.wire.notify import NotifyPolicyOut, PresenceOut
 
 router = APIRouter(prefix="/api/v1/me", tags=["notify"])
@@ -36,6 +49,33 @@ class NotifyPolicyPatch(StrictBody):
 
 # Fields for which null means "off" (the others must not be null when given).
 NULLABLE = {"quiet_start", "quiet_end", "remind_after_min", "escalate_after_min"}
+
+
+async def page_or_token(request: Request) -> Principal:
+    """A person by bearer token, or by web session cookie plus X-CSRF-Token."""
+    if request.headers.get("authorization"):
+        return await deps.human(request)
+    token = request.cookies.get(web_auth.SESSION_COOKIE, "")
+    if not token:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing 'Authorization: Bearer <token>' header or web session",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    gw: Gateway = request.app.state.gateway
+    found = await authenticate_in(gw.db, token)
+    if found is None:
+        raise ApiError(401, "unauthorized", "the web session has ended: log in again")
+    who = found[0]
+    if who.kind != "user":
+        raise forbidden("agent keys cannot use human routes")
+    if not web_auth.csrf_ok(request, web_auth.WebUser(who, token), None):
+        raise forbidden("a web session's request needs the page's X-CSRF-Token header")
+    return who
+
+
+PageOrToken = Annotated[Principal, Depends(page_or_token)]
 
 
 class PresenceIn(StrictBody):
@@ -64,10 +104,11 @@ async def put_policy(body: NotifyPolicyPatch, who: Human, gw: GatewayDep) -> Not
 
 
 @router.post("/presence", response_model=PresenceOut)
-async def presence(body: PresenceIn, who: Human, gw: GatewayDep) -> PresenceOut:
-    """A page of the caller is visible (`true`, sent again every ~20 s while it
-    is) or no longer (`false`). While visible, pushes are skipped if the policy
-    says so (skip_when_visible). Written at most every 15 s per person."""
+async def presence(body: PresenceIn, who: PageOrToken, gw: GatewayDep) -> PresenceOut:
+    """A page of the caller is visible (`true`, sent again every 30 s while it
+    is) or no longer (`false`). While visible, and for 45 s after the last
+    beacon, pushes are skipped if the policy says so (skip_when_visible). A
+    beacon is written only when the stored deadline ends within 30 s."""
     now = utcnow()
     async with gw.read() as s:
         stored = await notify_policy.visible_until(s, who)

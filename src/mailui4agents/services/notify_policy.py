@@ -26,9 +26,10 @@ from mailui4agents.domain.notify_policy import DECIDER, SETTABLE, Decider
 from mailui4agents.domain.notify_policy import Policy as Policy
 from mailui4agents.services.principals import Principal
 
-# Presence (POST /api/v1/me/presence): a visible page says so every ~20 s; it
-# counts for VISIBLE_FOR_S, and a beacon is written only when what is stored
-# runs out within VISIBLE_REFRESH_S, so a page costs a write every ~15 s at most.
+# Presence (POST /api/v1/me/presence): a visible page says so every 30 s
+# (static/app.js); a beacon counts for VISIBLE_FOR_S, so one late beacon leaves
+# no gap. It is written only when what is stored runs out within
+# VISIBLE_REFRESH_S: however many tabs beat, at most one write per 15 s.
 VISIBLE_FOR_S = 45.0
 VISIBLE_REFRESH_S = 30.0
 
