@@ -28,6 +28,7 @@ from mailui4agents.api import (
     mail,
     notify,
     permissions,
+    push,
     sessions,
 )
 from mailui4agents.api.body_guard import BodyGuard
@@ -157,6 +158,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
     app.include_router(calendar.agent_router)
     app.include_router(devices.router)  # docs/api.md, "Devices"
+    app.include_router(push.router)  # docs/remote.md, "Push"
     app.include_router(notify.router)  # docs/remote.md, "Notification policy"
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)

@@ -169,6 +169,11 @@ def _live_devices(user_id: str, now: datetime) -> Select[Any]:
     )
 
 
+def live_device_ids(user_id: str, now: datetime) -> Select[Any]:
+    """The ids of the user's devices whose web session still works (a subquery)."""
+    return _live_devices(user_id, now).with_only_columns(DeviceRow.id)
+
+
 def device_out(row: DeviceRow, push: bool = False) -> DeviceOut:
     return DeviceOut(
         id=row.id,
