@@ -158,6 +158,45 @@ def test_routes_named_in_api_md_prose_exist(served: dict[tuple[str, str], str]) 
     assert not stale, "docs/api.md names routes that do not exist:\n  " + "\n  ".join(stale)
 
 
+# Documents that name the gateway's routes in prose, often without the `/api/v1`
+# prefix (`POST /auth/login`). docs/platforms.md is left out: it names the agent
+# CLIs' own HTTP routes (opencode's `POST /session`). docs/web.md and
+# docs/remote.md are checked too, for what they name exists.
+PROSE_DOCS = [
+    "README.md",
+    "CONTRIBUTING.md",
+    "docs/behaviour.md",
+    "docs/design.md",
+    "docs/limits.md",
+    "docs/bridge.md",
+    "docs/mcp.md",
+    "docs/postgres.md",
+    "docs/access.md",
+    "docs/web.md",
+    "docs/remote.md",
+]
+
+
+@pytest.mark.parametrize("name", PROSE_DOCS)
+def test_routes_named_in_the_other_docs_exist(
+    name: str, served: dict[tuple[str, str], str]
+) -> None:
+    path = API_MD.parents[1] / name
+    assert path.exists(), f"{name} is gone: drop it from PROSE_DOCS"
+    paths = {p for _, p in served}
+    stale = []
+    for line, method, written in prose_routes(path.read_text(encoding="utf-8")):
+        bare = written.rstrip(".:…")
+        candidates = [norm(bare), norm("/api/v1" + bare)]
+        if method:
+            ok = any((method, c) in served for c in candidates)
+        else:
+            ok = any(q == c or q.startswith(c.rstrip("/") + "/") for c in candidates for q in paths)
+        if not ok:
+            stale.append(f"{name}:{line}: {method or 'any method'} {written}")
+    assert not stale, f"{name} names routes that do not exist:\n  " + "\n  ".join(stale)
+
+
 # --- CLI ----------------------------------------------------------------------------
 
 
