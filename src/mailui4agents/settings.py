@@ -229,6 +229,20 @@ class Settings(BaseModel):
             return tuple(p for p in value.replace(",", " ").split() if p)
         return value
 
+    @field_validator("push_endpoint_allow")
+    @classmethod
+    def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # The host must end inside the prefix ("http://10.0.0.5:8080/", not
+        # "http://10.0.0.5:80", which "http://10.0.0.5:8080.evil.example/" extends).
+        for prefix in value:
+            scheme, sep, rest = prefix.partition("://")
+            if scheme not in ("http", "https") or not sep or "/" not in rest.lstrip("/"):
+                raise ValueError(
+                    f"push endpoint prefix {prefix!r} must be an http(s) URL with a path, "
+                    "e.g. http://127.0.0.1:8080/"
+                )
+        return value
+
     @field_validator("vapid_subject")
     @classmethod
     def _subject(cls, value: str | None) -> str | None:

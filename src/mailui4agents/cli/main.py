@@ -34,6 +34,7 @@ COMMANDS = {
     "tokens": "mailui4agents.cli.auth:tokens",
     "pair": "mailui4agents.cli.devices:pair",
     "devices": "mailui4agents.cli.devices:devices",
+    "notify": "mailui4agents.cli.notify:notify",
     "send": "mailui4agents.cli.mail:send",
     "inbox": "mailui4agents.cli.mail:inbox",
     "read": "mailui4agents.cli.mail:read",

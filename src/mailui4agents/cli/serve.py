@@ -110,6 +110,15 @@ def _root_path(value: str) -> str:
     "forwarding), e.g. /agentmail: for the API and agents' clients; the web UI "
     "wants a host of its own (docs/remote.md).",
 )
+@click.option(
+    "--push-endpoint-allow",
+    "push_endpoint_allow",
+    multiple=True,
+    metavar="URL_PREFIX",
+    help="Allow push endpoints starting with this prefix (repeatable), besides the "
+    'default rule: https to public addresses only (docs/remote.md, "Push"). '
+    "Environment: AGENTMAIL_PUSH_ENDPOINT_ALLOW, space-separated.",
+)
 def serve(
     host: str,
     port: int,
@@ -120,6 +129,7 @@ def serve(
     tls_cert: Path | None,
     tls_key: Path | None,
     root_path: str,
+    push_endpoint_allow: tuple[str, ...],
 ) -> None:
     """Run the gateway. Migrations are applied at start."""
     _check_tls(tls_cert, tls_key)
@@ -130,7 +140,14 @@ def serve(
     from mailui4agents.http_protocol import LOOP, with_header_limits
     from mailui4agents.settings import Settings
 
-    settings = Settings.from_env(data_dir=data_dir, database_url=database_url)
+    try:
+        settings = Settings.from_env(
+            data_dir=data_dir,
+            database_url=database_url,
+            push_endpoint_allow=push_endpoint_allow or None,
+        )
+    except ValueError as exc:  # pydantic's ValidationError: say which setting, not a traceback
+        raise click.UsageError(str(exc)) from exc
     app = create_app(settings, on_admin_password=_print_admin_password)
     config = uvicorn.Config(
         app,
