@@ -5,7 +5,9 @@ call the same service functions as the API routes (src/mailui4agents/api/).
 Keeping them here means a change of a service signature is fixed once.
 
 The services answer wire models; the pages render their JSON form (`to_json`:
-the same keys and values a client of the API receives), made here.
+the same keys and values a client of the API receives), made here. Two reads
+no API route makes are here as queries of their own: a thread's requests for
+their cards (`thread_requests`) and the kinds of request mails (`request_kinds`).
 """
 
 from __future__ import annotations
