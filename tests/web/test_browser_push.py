@@ -75,10 +75,10 @@ class Device:
         self.origin = origin
         ctx = page.context
         ctx.grant_permissions(["notifications"], origin=origin)
-        page.wait_for_function("document.documentElement.dataset.sw === 'registered'")
+        page.wait_for_function("() => document.documentElement.dataset.sw === 'registered'")
         page.evaluate("navigator.serviceWorker.ready.then(() => true)")
         page.reload()
-        page.wait_for_function("navigator.serviceWorker.controller !== null")
+        page.wait_for_function("() => navigator.serviceWorker.controller !== null")
         self.cdp = ctx.new_cdp_session(page)
         registrations: list[dict[str, Any]] = []
         self.cdp.on(
@@ -220,6 +220,7 @@ def test_a_decided_push_replaces_the_notification_of_the_same_request(
     n = second.wait_notification(rid, "Already handled")
     assert [x["title"] for x in second.notifications(rid)] == ["Already handled"]
     assert n["actions"] == [] and n["data"]["action_token"] is None
+    assert n["renotify"] is False and n["requireInteraction"] is False  # replaced quietly
     assert n["body"] == "Approved by ana on Phone"
     # The first device's is untouched until its own push comes.
     assert [x["title"] for x in devices[0].notifications(rid)] == ["Bash from bot"]

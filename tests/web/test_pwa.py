@@ -40,10 +40,10 @@ def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
 
 def controlled(page: Page) -> None:
     """Wait until the worker is active, then reload: the reloaded page is controlled."""
-    page.wait_for_function("document.documentElement.dataset.sw === 'registered'")
+    page.wait_for_function("() => document.documentElement.dataset.sw === 'registered'")
     page.evaluate("navigator.serviceWorker.ready.then(() => true)")
     page.reload()
-    page.wait_for_function("navigator.serviceWorker.controller !== null")
+    page.wait_for_function("() => navigator.serviceWorker.controller !== null")
 
 
 def cached_urls(page: Page) -> dict[str, list[str]]:
@@ -199,7 +199,7 @@ def test_the_stream_reopens_at_once_when_the_page_is_shown_again(
     web.ask(bot, session["session_id"], kind="approval", tool_name="Bash",
             tool_input={"command": "make while-asleep"})  # fmt: skip
     page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
-    page.wait_for_function("window.__agentmailStream !== window.__oldStream")
+    page.wait_for_function("() => window.__agentmailStream !== window.__oldStream")
     assert page.evaluate("window.__agentmailStream.readyState") in (0, 1)
     expect(page.locator("body")).to_have_attribute("data-live", "open")
     # What came while the stream was closed is on the page (it refreshed itself).
