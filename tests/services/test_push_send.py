@@ -25,7 +25,7 @@ from mailui4agents.db.tables import (
     UserTokenRow,
 )
 from mailui4agents.db.types import utcnow
-from mailui4agents.services import push_send
+from mailui4agents.services import push_send, push_wire
 from mailui4agents.services.identity import hash_token, new_secret
 from mailui4agents.services.push_keys import VapidKey
 from mailui4agents.settings import Settings
@@ -144,7 +144,7 @@ async def final(gw: Gateway, outbox_id: str, within_s: float = 10.0) -> push_sen
 
 
 def _post(fake: PushService, sub: Subscription, authorization: str) -> httpx.Response:
-    body = push_send.encrypt(b'{"x":1}', sub.p256dh, sub.auth)
+    body = push_wire.encrypt(b'{"x":1}', sub.p256dh, sub.auth)
     return httpx.post(
         sub.endpoint,
         content=body,
@@ -157,26 +157,26 @@ def test_the_fake_push_service_accepts_a_valid_push_and_refuses_bad_vapid(
 ) -> None:
     sub = fake.make_subscription()
     key = VapidKey.generate()
-    good = push_send.vapid_authorization(key, sub.endpoint, "mailto:ops@example.org")
+    good = push_wire.vapid_authorization(key, sub.endpoint, "mailto:ops@example.org")
     assert _post(fake, sub, good).status_code == 201
     assert fake.wait(1, sub.name)[0].payload == {"x": 1}
 
     # Negative control 1: signed by another key than the k= it names.
     other = VapidKey.generate()
-    forged_t = push_send.vapid_authorization(other, sub.endpoint, "mailto:x@example.org")
+    forged_t = push_wire.vapid_authorization(other, sub.endpoint, "mailto:x@example.org")
     t = forged_t.split("t=", 1)[1].split(",", 1)[0]
     forged = f"vapid t={t},k={key.public_b64}"
     r = _post(fake, sub, forged)
     assert r.status_code == 401 and "Signature" in r.text, r.text
 
     # Negative control 2: a JWT for another origin.
-    wrong_aud = push_send.vapid_authorization(key, "https://push.example.net/x", "mailto:a@b.c")
+    wrong_aud = push_wire.vapid_authorization(key, "https://push.example.net/x", "mailto:a@b.c")
     r = _post(fake, sub, wrong_aud)
     assert r.status_code == 401 and "audience" in r.text.lower(), r.text
 
     # Negative control 3: encrypted for another browser's key.
     stranger = fake.make_subscription()
-    body = push_send.encrypt(b"{}", stranger.p256dh, stranger.auth)
+    body = push_wire.encrypt(b"{}", stranger.p256dh, stranger.auth)
     r = httpx.post(
         sub.endpoint,
         content=body,
@@ -212,8 +212,8 @@ async def test_a_queued_push_arrives_decrypted_with_a_valid_vapid_jwt(
     assert msg.claims["sub"] == "mailto:agentmail@localhost"
     assert msg.claims["aud"] == fake.url
     assert msg.headers["urgency"] == "high"
-    assert msg.headers["ttl"] == str(push_send.TTL_S)
-    assert msg.headers["topic"] == push_send.topic_of({"tag": "tag-1"})
+    assert msg.headers["ttl"] == str(push_wire.TTL_S)
+    assert msg.headers["topic"] == push_wire.topic_of({"tag": "tag-1"})
     assert len(msg.headers["topic"]) <= 32
 
     result = await final(gw, oid)
@@ -419,6 +419,6 @@ async def test_old_sent_and_failed_rows_are_swept(api: Api, fake: PushService) -
 
 def test_the_payload_is_encrypted_afresh_each_time(fake: PushService) -> None:
     sub = fake.make_subscription()
-    one = push_send.encrypt(b"secret", sub.p256dh, sub.auth)
-    two = push_send.encrypt(b"secret", sub.p256dh, sub.auth)
+    one = push_wire.encrypt(b"secret", sub.p256dh, sub.auth)
+    two = push_wire.encrypt(b"secret", sub.p256dh, sub.auth)
     assert b"secret" not in one and one != two  # a fresh salt and key per message

@@ -30,23 +30,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
 import json
 import logging
-import os
 import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
-import http_ece
 import httpx
-from cryptography.hazmat.primitives.asymmetric import ec
-from py_vapid import Vapid02
 from sqlalchemy import and_, delete, event, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -66,19 +60,17 @@ from mailui4agents.services.push_endpoints import (
     check_endpoint,
     guarded_transport,
 )
-from mailui4agents.services.push_keys import VapidKey, b64url, b64url_decode
+from mailui4agents.services.push_keys import VapidKey
+from mailui4agents.services.push_wire import encrypt, push_headers
 from mailui4agents.settings import Settings
 
 log = logging.getLogger("mailui4agents.push")
 
 MAX_PAYLOAD = 3000  # bytes of JSON plaintext; encrypted it stays under the 4096 of RFC 8291
 KINDS = frozenset({"permission_request", "reminder", "escalation", "decided", "withdrawn", "test"})
-URGENT = frozenset({"permission_request", "reminder", "escalation", "test"})
 MAX_ATTEMPTS = 5
 TIMEOUT_S = 10.0  # one POST, connection and answer included
 LEASE_S = 60.0  # a claim older than this is taken again (its process died)
-TTL_S = 12 * 3600  # how long a push service keeps an undelivered push
-JWT_TTL_S = 12 * 3600  # RFC 8292: at most 24 h
 MAX_RETRY_AFTER_S = 3600.0
 BODY_CAP = 4096  # bytes of a push service's answer read (the rest is dropped)
 DETAIL_CHARS = 200
@@ -153,64 +145,6 @@ def _wake_after_commit(s: AsyncSession) -> None:
         return  # no sender in this process: another replica's poll picks the row up
     s.info["push_wake"] = True
     event.listen(s.sync_session, "after_commit", lambda _session: sender.wake(), once=True)
-
-
-# --- the wire: encryption, VAPID, headers -------------------------------------------------
-
-
-def encrypt(plaintext: bytes, p256dh: str, auth: str) -> bytes:
-    """RFC 8291 aes128gcm with a fresh ephemeral key and salt per message."""
-    body: bytes = http_ece.encrypt(
-        plaintext,
-        salt=os.urandom(16),
-        private_key=ec.generate_private_key(ec.SECP256R1()),
-        dh=b64url_decode(p256dh),
-        auth_secret=b64url_decode(auth),
-        version="aes128gcm",
-    )
-    return body
-
-
-def origin_of(endpoint: str) -> str:
-    parts = urlsplit(endpoint)
-    default = {"https": 443, "http": 80}.get(parts.scheme)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    port = f":{parts.port}" if parts.port and parts.port != default else ""
-    return f"{parts.scheme}://{host}{port}"
-
-
-def vapid_authorization(key: VapidKey, endpoint: str, subject: str) -> str:
-    """RFC 8292: `vapid t=<ES256 JWT for the endpoint's origin>, k=<public key>`."""
-    claims = {"aud": origin_of(endpoint), "exp": int(time.time()) + JWT_TTL_S, "sub": subject}
-    header: str = Vapid02(key.private).sign(claims)["Authorization"]
-    return header
-
-
-def topic_of(payload: dict[str, Any]) -> str | None:
-    """RFC 8030 Topic (≤ 32 base64url characters) from the payload's `tag`: a later
-    push with the same tag replaces an undelivered earlier one at the push service."""
-    tag = payload.get("tag")
-    if not isinstance(tag, str) or not tag:
-        return None
-    return b64url(hashlib.sha256(tag.encode()).digest())[:32]
-
-
-def push_headers(
-    key: VapidKey, endpoint: str, subject: str, kind: str, payload: dict[str, Any]
-) -> dict[str, str]:
-    headers = {
-        "Authorization": vapid_authorization(key, endpoint, subject),
-        "Content-Encoding": "aes128gcm",
-        "Content-Type": "application/octet-stream",
-        "TTL": str(TTL_S),
-        "Urgency": "high" if kind in URGENT else "normal",
-    }
-    topic = topic_of(payload)
-    if topic is not None:
-        headers["Topic"] = topic
-    return headers
 
 
 # --- the sender -------------------------------------------------------------------------
