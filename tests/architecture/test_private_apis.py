@@ -259,8 +259,12 @@ def test_sqlalchemy_aiosqlite_adapter_still_has_what_one_hop_overrides() -> None
     # Attributes OneHop* read on the adapter: the execute lock, the aiosqlite
     # connection, the dbapi module.
     slots = {s for c in conn_cls.__mro__ for s in getattr(c, "__slots__", ())}
-    init_sets = set().union(
-        *(_assign_targets(c.__init__) for c in conn_cls.__mro__[:-1] if "__init__" in vars(c))
+    init_sets: set[str] = set().union(
+        *(
+            _assign_targets(vars(c)["__init__"])
+            for c in conn_cls.__mro__[:-1]
+            if "__init__" in vars(c)
+        )
     )
     problems += [
         f"{conn_cls.__qualname__} no longer has {a}"
@@ -324,7 +328,7 @@ def test_the_checks_see_a_changed_signature() -> None:
         def on_header(self, name: bytes) -> None: ...
 
     class Ours(Base):
-        def on_header(self, name: bytes, value: bytes = b"") -> None: ...  # type: ignore[override]
+        def on_header(self, name: bytes, value: bytes = b"") -> None: ...
 
     problems = _check_methods("uvicorn", Base, {"on_header": ["name", "value"], "gone": []}, Ours)
     tails = [p.rsplit("<locals>.", 1)[-1] for p in problems]
