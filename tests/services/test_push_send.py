@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 from sqlalchemy import select, update
@@ -25,7 +26,7 @@ from mailui4agents.db.tables import (
     UserTokenRow,
 )
 from mailui4agents.db.types import utcnow
-from mailui4agents.services import push_send, push_wire
+from mailui4agents.services import push_endpoints, push_send, push_wire
 from mailui4agents.services.identity import hash_token, new_secret
 from mailui4agents.services.push_keys import VapidKey
 from mailui4agents.settings import Settings
@@ -52,6 +53,7 @@ def settings(
         db_backend,
         push_endpoint_allow=(f"{fake.url}/push/",),
         push_retry_base_s=0.05,
+        push_poll_s=60.0,  # only the commit's wake-up (or a retry falling due) sends
     )
 
 
@@ -206,7 +208,7 @@ async def test_a_queued_push_arrives_decrypted_with_a_valid_vapid_jwt(
         "request_id": rid,
         "body": "make deploy",
     }
-    assert msg.received_mono - started < 5  # woken by the commit, not the 5 s poll
+    assert msg.received_mono - started < 5  # woken by the commit, not the 60 s poll
     assert gw.push is not None
     assert msg.vapid_key == gw.push.key.public_b64
     assert msg.claims["sub"] == "mailto:agentmail@localhost"
@@ -422,3 +424,53 @@ def test_the_payload_is_encrypted_afresh_each_time(fake: PushService) -> None:
     one = push_wire.encrypt(b"secret", sub.p256dh, sub.auth)
     two = push_wire.encrypt(b"secret", sub.p256dh, sub.auth)
     assert b"secret" not in one and one != two  # a fresh salt and key per message
+
+
+async def test_a_redirect_is_not_followed_and_a_huge_answer_is_not_read_whole(
+    api: Api, fake: PushService
+) -> None:
+    gw = gateway_of(api)
+    rid = await a_request(api)
+    target = fake.make_subscription()
+    sub = fake.make_subscription()
+    fake.answer(sub.name, 307, "see there " + "y" * 1_000_000, {"Location": target.endpoint})
+    device_id, sub_id = await device_with_subscription(gw, "ana", "Ana's phone", sub)
+    oid = await enqueue(gw, sub_id, device_id, rid)
+    result = await final(gw, oid)
+    assert result.status_code == 307
+    assert result.detail.startswith("push to Ana's phone failed: 307 see there yyy")
+    assert len(result.detail) < 260
+    assert fake.posts.count((target.name, 201)) == 0  # the redirect was not followed
+
+
+async def test_the_guarded_connection_refuses_private_addresses_and_connects_to_the_checked_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At send the check is made by the connection: a name resolving to loopback is
+    refused, and a public name is connected to by the address that was checked
+    (the DNS is asked once: an answer changing between check and connect cannot
+    redirect the socket)."""
+    async with httpx.AsyncClient(transport=push_endpoints.guarded_transport()) as c:
+        for url in ("https://localhost:9/x", "https://127.0.0.1:9/x", "https://[::1]:9/x"):
+            with pytest.raises(httpx.ConnectError, match="refused"):
+                await c.post(url)
+
+    answers = iter([[("8.8.8.8", 443)], [("127.0.0.1", 443)]])  # a rebinding DNS
+    asked: list[str] = []
+
+    async def getaddrinfo(host: str, port: int, **kw: Any) -> list[Any]:
+        asked.append(host)
+        return [(2, 1, 6, "", addr) for addr in next(answers)]
+
+    connected: list[str] = []
+
+    async def connect_tcp(self: Any, host: str, port: int, *a: Any, **kw: Any) -> Any:
+        connected.append(host)
+        raise httpcore.ConnectError("stop here")
+
+    monkeypatch.setattr(push_endpoints.anyio, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", connect_tcp)
+    async with httpx.AsyncClient(transport=push_endpoints.guarded_transport()) as c:
+        with pytest.raises(httpx.ConnectError, match="stop here"):
+            await c.post("https://push.example.org/x")
+    assert asked == ["push.example.org"] and connected == ["8.8.8.8"]
