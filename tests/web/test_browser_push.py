@@ -19,14 +19,20 @@ No sleeps: each wait is on a condition with a deadline."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
+from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+from tests.conftest import ADMIN_PASSWORD, copy_template
+from tests.fakes.push_service import PushService, Subscription, push_service, unb64url
 from tests.web.conftest import PHONE, Web
 from tests.web.test_browser import open_as
 
@@ -42,6 +48,65 @@ def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
     yield made
     for c in made:
         c.close()
+
+
+@pytest.fixture(scope="module")
+def pushes() -> Iterator[PushService]:
+    with push_service() as service:
+        yield service
+
+
+@pytest.fixture(scope="module")
+def pushweb(
+    pushes: PushService, tmp_path_factory: pytest.TempPathFactory, template_db: Path
+) -> Iterator[Web]:
+    """A gateway of this module that may push to our push service (its http URL on
+    127.0.0.1 allowed with --push-endpoint-allow, as an operator would allow one)."""
+    env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV)
+    data_dir = tmp_path_factory.mktemp("pushweb") / "data"
+    copy_template(template_db, data_dir)
+    gp = GatewayProcess(
+        data_dir=data_dir, env=env, extra_args=["--push-endpoint-allow", f"{pushes.url}/push/"]
+    )
+    gp.start()
+    try:
+        with httpx.Client(base_url=gp.url, timeout=30) as http:
+            w = Web(gp.url, http)
+            w.login("admin", ADMIN_PASSWORD)
+            yield w
+    finally:
+        gp.stop()
+
+
+# In place of the browser's push service (outside the system): subscribe() gives
+# the subscription the test made at our push service; kept in sessionStorage so
+# that getSubscription() still finds it after a reload, as a browser's would.
+FAKE_SUBSCRIBE_JS = """(sub) => {
+  const KEY = "test-push-subscription";
+  const make = (saved) => ({
+    endpoint: saved.endpoint,
+    expirationTime: null,
+    options: { userVisibleOnly: true, applicationServerKey: new Uint8Array(saved.key).buffer },
+    toJSON() { return { endpoint: saved.endpoint, expirationTime: null, keys: saved.keys }; },
+    async unsubscribe() { sessionStorage.removeItem(KEY); return true; },
+  });
+  PushManager.prototype.subscribe = async function (options) {
+    const key = Array.from(new Uint8Array(options.applicationServerKey));
+    const saved = { endpoint: sub.endpoint, keys: sub.keys, key,
+                    userVisibleOnly: options.userVisibleOnly };
+    sessionStorage.setItem(KEY, JSON.stringify(saved));
+    return make(saved);
+  };
+  PushManager.prototype.getSubscription = async function () {
+    const saved = sessionStorage.getItem(KEY);
+    return saved ? make(JSON.parse(saved)) : null;
+  };
+}"""
+
+
+def fake_subscribe(ctx: BrowserContext, sub: Subscription | dict[str, Any]) -> None:
+    data = sub.to_json() if isinstance(sub, Subscription) else sub
+    ctx.add_init_script(f"({FAKE_SUBSCRIBE_JS})({json.dumps(data)})")
 
 
 def until(check: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
@@ -224,3 +289,79 @@ def test_a_decided_push_replaces_the_notification_of_the_same_request(
     assert n["body"] == "Approved by ana on Phone"
     # The first device's is untouched until its own push comes.
     assert [x["title"] for x in devices[0].notifications(rid)] == ["Bash from bot"]
+
+
+def test_turning_notifications_on_and_off_on_the_devices_page(
+    pushweb: Web, pushes: PushService, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    """A password login names this browser as a device and subscribes it; the
+    gateway's test push reaches our push service and, handed to the worker, shows;
+    turning off removes the subscription at the gateway. Every state is shown."""
+    web = pushweb
+    ana = web.user("ana")
+    sub = pushes.make_subscription()
+    page, _ = open_as(browser, contexts, web, ana, viewport=PHONE, path="/devices")
+    fake_subscribe(page.context, sub)
+    device = Device(page, web.url)  # notifications allowed for the site; reloaded
+    box = page.locator("#push")
+    state = page.locator("#push-state")
+    expect(state).to_have_text("Off: this device gets no notifications.")
+    turn_on = page.get_by_role("button", name="Turn on notifications")
+    turn_on.click()
+    expect(box).to_have_attribute("data-state", "failed")
+    expect(state).to_contain_text("give this device a name first")
+    page.get_by_label("Name of this device").fill("Ana's test phone")
+    turn_on.click()
+    expect(box).to_have_attribute("data-state", "on")
+    expect(state).to_contain_text("On: this device gets a notification")
+    saved = json.loads(page.evaluate("sessionStorage.getItem('test-push-subscription')"))
+    key = web.http.get("/api/v1/push/vapid-public-key").json()["key"]
+    assert saved["userVisibleOnly"] is True and bytes(saved["key"]) == unb64url(key)
+    [mine] = web.http.get("/api/v1/devices", headers=web.auth(ana)).json()["items"]
+    assert mine["name"] == "Ana's test phone" and mine["push"] is True
+
+    page.reload()  # this browser is that device now
+    expect(page.locator(f"#device-{mine['id']} .chip").first).to_have_text("this device")
+    expect(box).to_have_attribute("data-state", "on")
+    expect(page.get_by_label("Name of this device")).to_have_count(0)
+
+    # The gateway's test push, through our push service, to the worker.
+    tested = web.http.post("/api/v1/push/test", headers=web.auth(ana))
+    assert tested.status_code == 200, tested.text
+    [message] = pushes.wait(1, sub.name)
+    device.push(message.payload)
+    shown = device.wait_notification(message.payload.get("tag") or "", message.payload["title"])
+    assert shown["body"] == message.payload["body"]
+
+    page.get_by_role("button", name="Turn off notifications").click()
+    expect(box).to_have_attribute("data-state", "off")
+    [mine] = web.http.get("/api/v1/devices", headers=web.auth(ana)).json()["items"]
+    assert mine["push"] is False
+    assert page.evaluate("sessionStorage.getItem('test-push-subscription')") is None
+
+
+def test_a_refused_subscription_and_blocked_notifications_are_said(
+    pushweb: Web, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    web = pushweb
+    ana = web.user("ana")
+    page, _ = open_as(browser, contexts, web, ana, viewport=PHONE, path="/devices")
+    # An endpoint into the private network: the gateway refuses it, naming the field.
+    fake_subscribe(page.context, {"endpoint": "https://127.0.0.1:9/push/x",
+                                  "keys": {"p256dh": "x", "auth": "y"}})  # fmt: skip
+    Device(page, web.url)
+    page.get_by_label("Name of this device").fill("Ana's laptop")
+    page.get_by_role("button", name="Turn on notifications").click()
+    expect(page.locator("#push")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#push-state")).to_contain_text("the gateway refused the subscription")
+    expect(page.locator("#push-state")).to_contain_text("field:")
+    assert web.http.get("/api/v1/devices", headers=web.auth(ana)).json()["items"] == []
+
+    # Notifications refused for the site (here: never allowed in a headless browser).
+    other, _ = open_as(browser, contexts, web, ana, viewport=PHONE, path="/devices")
+    other.context.clear_permissions()
+    other.get_by_label("Name of this device").fill("Ana's tablet")
+    other.get_by_role("button", name="Turn on notifications").click()
+    expect(other.locator("#push")).not_to_have_attribute("data-state", "working")
+    expect(other.locator("#push")).to_have_attribute("data-state", re.compile("blocked|off"))
+    expect(other.locator("#push-state")).to_contain_text(re.compile("^(Blocked|Off): "))

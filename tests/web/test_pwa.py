@@ -150,7 +150,7 @@ def own_gateway(tmp_path: Path, template_db: Path) -> Iterator[GatewayProcess]:
 def test_with_the_gateway_down_a_page_shows_the_offline_page_and_recovers_by_itself(
     own_gateway: GatewayProcess, browser: Browser, contexts: list[BrowserContext]
 ) -> None:
-    ctx = browser.new_context(base_url=own_gateway.url, viewport=PHONE)
+    ctx = browser.new_context(base_url=own_gateway.url, viewport=PHONE)  # type: ignore[arg-type]
     contexts.append(ctx)
     page = ctx.new_page()
     page.goto("/login?next=%2Fapprovals")

@@ -20,7 +20,7 @@ from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
 from sqlalchemy import select
 
-from mailui4agents.db.tables import DeviceRow, UserTokenRow
+from mailui4agents.db.tables import DeviceRow, PushSubscriptionRow, UserTokenRow
 from mailui4agents.domain.errors import DomainError, RateLimited
 from mailui4agents.services import devices
 from mailui4agents.services.identity import hash_token
@@ -54,15 +54,19 @@ def pairing_url(request: Request, code: str) -> str:
     return f"{str(request.base_url).rstrip('/')}{PAIR_PATH}/{code}"
 
 
-async def this_device(gw: Gateway, token: str) -> str | None:
-    """The id of the device this browser is logged in as (None: a password login)."""
+async def this_device(gw: Gateway, token: str) -> tuple[str | None, str | None]:
+    """The device this browser is logged in as and its push subscription's id
+    (None, None: a password login that is no device yet)."""
     async with gw.read() as s:
-        found: str | None = await s.scalar(
-            select(DeviceRow.id)
-            .join(UserTokenRow, UserTokenRow.id == DeviceRow.token_id)
-            .where(UserTokenRow.token_hash == hash_token(token))
-        )
-    return found
+        found = (
+            await s.execute(
+                select(DeviceRow.id, PushSubscriptionRow.id)
+                .join(UserTokenRow, UserTokenRow.id == DeviceRow.token_id)
+                .outerjoin(PushSubscriptionRow, PushSubscriptionRow.device_id == DeviceRow.id)
+                .where(UserTokenRow.token_hash == hash_token(token))
+            )
+        ).first()
+    return (found[0], found[1]) if found else (None, None)
 
 
 async def _render(
@@ -76,7 +80,7 @@ async def _render(
     gw = gateway(request)
     async with gw.read() as s:
         items = await devices.list_devices(s, user.principal)
-    here = await this_device(gw, user.token)
+    here, subscription = await this_device(gw, user.token)
     listed = [d.model_dump(mode="json") for d in items]
     return _page(
         request,
@@ -85,6 +89,7 @@ async def _render(
         status_code=status_code,
         devices=listed,
         this_device=next((d for d in listed if d["id"] == here), None),
+        subscription_id=subscription or "",
         pairing=pairing,
         error=error,
         **(await _common(request, user)),
