@@ -7,16 +7,20 @@ with ``@notify.command(...)``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.client import AsyncClient
+from mailui4agents.client.notify import NotifyPolicy
+from mailui4agents.wire.notify import NotifyPolicyOut
 from mailui4agents.wire.push import PushTestOut, PushTestResult
 
 
 @click.group("notify")
 def notify() -> None:
-    """Your notifications: test push to your devices."""
+    """Your notifications: test push to your devices, your notification settings."""
 
 
 def describe(item: PushTestResult) -> str:
@@ -54,3 +58,125 @@ def test(as_json: bool) -> None:
         )
     if any(i.status_code is None or not 200 <= i.status_code < 300 for i in out.items):
         raise SystemExit(1)
+
+
+# --- notify settings (docs/remote.md, "Notification policy") -------------------------
+
+ON_OFF = click.Choice(["on", "off"])
+_UNSET = object()  # an option not given: that setting stays as it is
+
+
+def _minutes_or_off(ctx: click.Context, param: click.Parameter, value: str | None) -> object:
+    """MIN (a whole number; the gateway checks 1-1440) or "off" (None), or unset."""
+    if value is None:
+        return _UNSET
+    if value == "off":
+        return None
+    if value.isascii() and value.isdigit() and len(value) <= 5:
+        return int(value)
+    raise click.BadParameter(f"{value!r}: minutes (1-1440) or off", ctx, param)
+
+
+def _quiet(ctx: click.Context, param: click.Parameter, value: str | None) -> object:
+    """HH:MM-HH:MM -> (start, end); "off" -> (None, None); the gateway checks the times."""
+    if value is None:
+        return _UNSET
+    if value == "off":
+        return (None, None)
+    start, sep, end = value.partition("-")
+    if not sep or not start or not end:
+        raise click.BadParameter(f"{value!r}: HH:MM-HH:MM (e.g. 22:00-07:00) or off", ctx, param)
+    return (start.strip(), end.strip())
+
+
+def show_policy(p: NotifyPolicyOut) -> list[str]:
+    """The policy in words, one setting a line."""
+    quiet = f"{p.quiet_start}-{p.quiet_end} ({p.timezone})" if p.quiet_start else "off"
+    return [
+        f"push: {'on' if p.push else 'off'}",
+        f"email: {'on' if p.email else 'off'}",
+        f"push content: {p.push_content}",
+        f"when a page is visible: {'skip' if p.skip_when_visible else 'push'}",
+        f"quiet hours: {quiet}",
+        f"time zone: {p.timezone}",
+        f"remind after: {f'{p.remind_after_min} min' if p.remind_after_min else 'off'}",
+        f"escalate after: {f'{p.escalate_after_min} min' if p.escalate_after_min else 'off'}",
+    ]
+
+
+@notify.command("settings")
+@click.option("--push", type=ON_OFF, help="Push notifications to your devices.")
+@click.option("--email", type=ON_OFF, help="Request e-mails.")
+@click.option(
+    "--content",
+    type=click.Choice(["preview", "none"]),
+    help="What a push shows: the tool and its input (preview), or only that a request waits.",
+)
+@click.option(
+    "--when-visible",
+    type=click.Choice(["skip", "push"]),
+    help="While one of your pages is open: no push (skip), or push anyway.",
+)
+@click.option(
+    "--quiet",
+    metavar="HH:MM-HH:MM|off",
+    callback=_quiet,
+    help="Quiet hours in your time zone (may cross midnight: 22:00-07:00).",
+)
+@click.option("--timezone", metavar="ZONE", help="Your IANA time zone (Europe/Madrid).")
+@click.option(
+    "--remind-after",
+    metavar="MIN|off",
+    callback=_minutes_or_off,
+    help="One reminder after MIN minutes unanswered.",
+)
+@click.option(
+    "--escalate-after",
+    metavar="MIN|off",
+    callback=_minutes_or_off,
+    help="In sessions you own, push the other deciders only after MIN minutes unanswered.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the policy as JSON.")
+def settings(
+    push: str | None,
+    email: str | None,
+    content: str | None,
+    when_visible: str | None,
+    quiet: object,
+    timezone: str | None,
+    remind_after: object,
+    escalate_after: object,
+    as_json: bool,
+) -> None:
+    """Print your notification policy; with options, change those settings
+    (the others stay) and print the result. docs/remote.md, "Notification policy"."""
+    if load_config().is_agent:
+        fail("notify is for people: this CLI uses an agent key (AGENTMAIL_KEY)")
+    changes: dict[str, Any] = {}
+    if push is not None:
+        changes["push"] = push == "on"
+    if email is not None:
+        changes["email"] = email == "on"
+    if content is not None:
+        changes["push_content"] = content
+    if when_visible is not None:
+        changes["skip_when_visible"] = when_visible == "skip"
+    if isinstance(quiet, tuple):
+        changes["quiet_start"], changes["quiet_end"] = quiet
+    if timezone is not None:
+        changes["timezone"] = timezone
+    if remind_after is not _UNSET:
+        changes["remind_after_min"] = remind_after
+    if escalate_after is not _UNSET:
+        changes["escalate_after_min"] = escalate_after
+
+    async def act(client: AsyncClient) -> NotifyPolicyOut:
+        policy = NotifyPolicy(client)
+        return await (policy.set(**changes) if changes else policy.get())
+
+    out = run(act)
+    if as_json:
+        echo_json(out)
+        return
+    for line in show_policy(out):
+        click.echo(line)
