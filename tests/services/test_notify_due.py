@@ -109,6 +109,11 @@ async def test_first_push_follows_each_policy(api: Api) -> None:
     assert await first(now) == ["ana", "bob"]
     await policy(api, "ana", escalate_after_min=10)
     assert await first(now) == ["ana"]  # bob is held back
+    # ... also when ana is not among those asked about (push.py passes only the
+    # deciders with a device): the hold is the session's, as the escalation's is.
+    async with gw.read() as s:
+        assert await notify_policy.first_push(s, sid, ["bob"], now) == {}
+        assert list(await notify_policy.first_push(s, sid, ["ana"], now)) == ["ana"]
     # ana in quiet hours: she holds nobody back, and is not pushed herself.
     await policy(api, "ana", quiet_start=hhmm(now), quiet_end=hhmm(now + timedelta(hours=2)))
     assert await first(now) == ["bob"]

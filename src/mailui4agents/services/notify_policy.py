@@ -94,15 +94,21 @@ async def deciders_of(s: AsyncSession, session_ids: Iterable[str]) -> dict[str, 
 async def first_push(
     s: AsyncSession, session_id: str, deciders: Sequence[str], now: datetime
 ) -> dict[str, Policy]:
-    """The deciders to push as a request of the session opens at `now`, with their
-    policies (domain/notify_policy.first_wave): not those whose push is off, who
-    are in quiet hours or looking at a page, nor the non-owner deciders an
-    owner holds back for escalation. `deciders` (access.deciders: owners first)
-    keeps its order; a name the session does not list counts as a decider."""
-    roles = {d.name: d for d in (await deciders_of(s, [session_id])).get(session_id, [])}
-    missing = await policies(s, [n for n in deciders if n not in roles])
-    people = [roles.get(n) or Decider(n, DECIDER, missing[n]) for n in dict.fromkeys(deciders)]
-    return {d.name: d.policy for d in rules.first_wave(people, now)}
+    """Those of `deciders` to push as a request of the session opens at `now`,
+    with their policies (domain/notify_policy.first_wave): not those whose push
+    is off, who are in quiet hours or looking at a page, nor the non-owner
+    deciders an owner holds back for escalation. The hold is worked out from all
+    the session's deciders, whoever of them the caller passes (services/push.py
+    passes those with a subscribed device), exactly as the scheduler's
+    escalation does (services/notify_due.py): so an owner without a device
+    still holds the others back, and nobody is pushed twice. `deciders` keeps
+    its order; a name the session does not list counts as a decider."""
+    everyone = (await deciders_of(s, [session_id])).get(session_id, [])
+    known = {d.name for d in everyone}
+    missing = await policies(s, [n for n in deciders if n not in known])
+    everyone += [Decider(n, DECIDER, p) for n, p in missing.items()]
+    wave = {d.name: d.policy for d in rules.first_wave(everyone, now)}
+    return {n: wave[n] for n in dict.fromkeys(deciders) if n in wave}
 
 
 # --- a person's own policy ---------------------------------------------------
