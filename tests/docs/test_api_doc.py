@@ -408,7 +408,7 @@ def test_the_gateway_table_names_every_setting_with_its_variable_and_default() -
         default = fields[setting].default
         cell = row.get("default")
         shown = CODE.findall(cell)
-        if default is None:
+        if default is None or default == ():
             if not cell.startswith("none"):
                 problems.append(f"{row.where}: {setting} has no default; write `none: …`")
         elif isinstance(default, Path):

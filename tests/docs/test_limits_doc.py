@@ -42,6 +42,10 @@ NOT_LIMITS = {
     "login_attempts_per_address",
     "blob_grace_s",
     "calendar_late_after_s",
+    "push_endpoint_allow",  # a rule (which endpoints), not an amount
+    "vapid_subject",
+    "push_poll_s",  # the sender's pace
+    "push_retry_base_s",
 }
 
 
