@@ -346,8 +346,8 @@ async def test_mail_types_are_named_in_words_in_the_mailbox_and_the_thread(api: 
 
 
 def test_request_state_words() -> None:
-    base = {"kind": "approval", "decided_by": "ana", "decided_at": None}
-    cases = [
+    base: dict[str, Any] = {"kind": "approval", "decided_by": "ana", "decided_at": None}
+    cases: list[tuple[dict[str, Any], str, str]] = [
         ({"status": "pending", "decided_by": None}, "", "Waiting for a decision"),
         ({"status": "approved", "decided_channel": "web"}, "Approved",
          "Approved by ana from the web"),
