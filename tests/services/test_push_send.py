@@ -31,7 +31,7 @@ from mailui4agents.services.identity import hash_token, new_secret
 from mailui4agents.services.push_keys import VapidKey
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from tests.conftest import Api, make_settings
+from tests.conftest import USER_PASSWORD, Api, make_settings
 from tests.fakes.push_service import PushService, Subscription, push_service
 
 pytestmark = pytest.mark.anyio
@@ -284,6 +284,14 @@ async def test_410_removes_the_subscription_records_it_and_tells_the_owner(
     listed = await api.http.get("/api/v1/devices", headers=api.auth("ana"))
     [shown] = [d for d in listed.json()["items"] if d["id"] == device_id]
     assert shown["push"] is False and "410" in shown["push_notice"]
+    # ... and the devices page says it, to ana only.
+    async with httpx.AsyncClient(transport=api.http._transport, base_url="http://gw") as web:
+        await web.get("/login")
+        form = {"username": "ana", "password": USER_PASSWORD, "next": "/devices"}
+        form["csrf"] = web.cookies["am_login_csrf"]
+        assert (await web.post("/login", data=form)).status_code == 303
+        page = await web.get("/devices")
+        assert "Push notifications to Ana&#39;s phone stopped" in page.text, page.text
     assert gw.push is not None and gw.push.counts["gone"] >= 1
 
 
