@@ -29,6 +29,7 @@ from mailui4agents.api import (
     notify,
     permissions,
     push,
+    push_actions,
     sessions,
 )
 from mailui4agents.api.body_guard import BodyGuard
@@ -160,6 +161,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(devices.router)  # docs/api.md, "Devices"
     app.include_router(push.router)  # docs/remote.md, "Push"
     app.include_router(notify.router)  # docs/remote.md, "Notification policy"
+    app.include_router(push_actions.router)  # docs/remote.md, "Approving from a notification"
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"

@@ -131,7 +131,8 @@ async def test_a_request_past_its_deadline_is_not_approved_before_the_sweep(api:
         headers=api.auth("ana"),
     )
     assert r.status_code == 409, r.text
-    assert r.json()["error"]["message"] == "request already expired", r.text
+    assert r.json()["error"]["message"] == "request already expired: timed out 0 s ago", r.text
+    assert r.json()["error"]["channel"] == "system", r.text
 
 
 async def test_deciding_expires_what_else_is_overdue_in_the_session(api: Api) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import anyio
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
@@ -18,7 +18,9 @@ from mailui4agents.services import (
     permission_decisions,
     permission_requests,
     permissions,
+    push_actions,
 )
+from mailui4agents.wire.deliveries import DeliveryOut
 from mailui4agents.wire.models import Duplicate, GrantOut, Page, PermissionOut
 
 router = APIRouter(prefix="/api/v1", tags=["permissions"])
@@ -110,14 +112,31 @@ async def list_permissions(
     response_model_exclude_unset=True,
 )
 async def decide_permission(
-    request_id: str, body: DecisionIn, who: Human, gw: GatewayDep
+    request_id: str,
+    body: DecisionIn,
+    who: Human,
+    gw: GatewayDep,
+    x_agentmail_channel: Annotated[str | None, Header(max_length=20)] = None,
 ) -> PermissionOut:
+    """Decide once; a later decision gets 409 `already_decided` saying who decided,
+    from where, when. `X-Agentmail-Channel: cli` (sent by `agentmail approve`,
+    `deny`, `answer`) records the decision as the command line's; anything else
+    is the API's (docs/remote.md, "First answer wins")."""
     content.check_decision(gw.settings, body.note, body.grant_pattern, body.answers)
+    channel = "cli" if x_agentmail_channel == "cli" else "api"
     async with gw.write() as s:
         choice = permission_decisions.Choice(
-            body.decision, body.note, body.always, body.grant_pattern, body.answers
+            body.decision, body.note, body.always, body.grant_pattern, body.answers, channel
         )
         return await permission_decisions.decide(s, who, request_id, choice)
+
+
+@router.get("/permissions/{request_id}/deliveries", response_model=list[DeliveryOut])
+async def permission_deliveries(request_id: str, who: Human, gw: GatewayDep) -> list[DeliveryOut]:
+    """What happened to the request on each channel and device, in order (the
+    session's deciders only: docs/remote.md, "Tracking a request")."""
+    async with gw.read() as s:
+        return await push_actions.deliveries(s, who, request_id)
 
 
 @router.get("/grants", response_model=Page[GrantOut], response_model_exclude_unset=True)

@@ -8,6 +8,7 @@ decide, so an agent key is refused here before anything is sent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -166,6 +167,29 @@ async def _find_pending(client: AsyncClient, request_id: str) -> dict[str, Any] 
     return None
 
 
+def delivery_line(item: Mapping[str, Any]) -> str:
+    """One row of ``agentmail permissions --show``:
+    ``push · Ana's phone · sent 201 in 38 ms · 07:41:02``."""
+    where = item.get("device") or item.get("person")
+    state = str(item.get("state") or "?")
+    if item.get("detail"):
+        state += f" {one_line(str(item['detail']))}"
+    if item.get("latency_ms") is not None:
+        state += f" in {float(item['latency_ms']):g} ms"
+    at = str(item.get("at") or "")
+    with contextlib.suppress(ValueError):  # not a timestamp: shown as it came
+        at = datetime.fromisoformat(at.replace("Z", "+00:00")).astimezone(UTC).strftime("%H:%M:%S")
+    parts = [str(item.get("channel") or "?"), *([str(where)] if where else []), state, at]
+    return " · ".join(parts)
+
+
+def _name_the_request(error: ApiError, request_id: str) -> None:
+    """A decision that came too late says which request (the gateway's message
+    says who decided it, from where, how long ago)."""
+    if error.detail.get("reason") == "already_decided" and request_id not in error.message:
+        error.message = f"request {request_id}: {error.message}"
+
+
 def _hint_for_questions(error: ApiError, request_id: str) -> None:
     """Approving a question fails on its (missing) answers: say what to do instead."""
     if error.field == "answers":
@@ -180,13 +204,27 @@ def _hint_for_questions(error: ApiError, request_id: str) -> None:
 @click.option("--decided", is_flag=True, help="Only decided (or expired/cancelled) requests.")
 @click.option("--session", "session_id", metavar="ID", help="Only this session.")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@click.option(
+    "--show",
+    "show_id",
+    metavar="ID",
+    help="One request and what happened to it on each channel and device.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def permissions(
-    show_all: bool, decided: bool, session_id: str | None, limit: int, as_json: bool
+    show_all: bool,
+    decided: bool,
+    session_id: str | None,
+    limit: int,
+    show_id: str | None,
+    as_json: bool,
 ) -> None:
     """List what agents asked you: pending requests unless --all or --decided."""
     if show_all and decided:
         raise click.UsageError("give --all or --decided, not both")
+    if show_id is not None:
+        _show(show_id, as_json)
+        return
     status = None if show_all else "decided" if decided else "pending"
 
     async def fetch(client: AsyncClient) -> list[dict[str, Any]]:
@@ -202,6 +240,27 @@ def permissions(
     now = datetime.now(UTC)
     for request in requests:
         click.echo(permission_line(request, now))
+
+
+def _show(request_id: str, as_json: bool) -> None:
+    """``permissions --show ID``: the request's line, then one line per delivery."""
+
+    async def fetch(client: AsyncClient) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        found = await client.deliveries(request_id)  # 404/403 unless a decider
+        for request in await client.permissions(status=None, limit=500):
+            if request.get("id") == request_id:
+                return request, found
+        return None, found
+
+    request, found = run_as_person(fetch)
+    if as_json:
+        echo_json({"request": request, "deliveries": found})
+        return
+    click.echo(permission_line(request) if request else f"{request_id}  (not among your last 500)")
+    if not found:
+        click.echo("  no deliveries")
+    for item in found:
+        click.echo(f"  {delivery_line(item)}")
 
 
 @click.command("approve")
@@ -229,10 +288,16 @@ def approve(
     async def decide(client: AsyncClient) -> dict[str, Any]:
         try:
             return await client.decide(
-                request_id, "approve", note=note, always=standing or None, grant_pattern=pattern
+                request_id,
+                "approve",
+                note=note,
+                always=standing or None,
+                grant_pattern=pattern,
+                channel="cli",
             )
         except ApiError as error:
             _hint_for_questions(error, request_id)
+            _name_the_request(error, request_id)
             raise
 
     decided = run_as_person(decide)
@@ -265,7 +330,11 @@ def deny(request_id: str, note: str, as_json: bool) -> None:
         raise click.UsageError("--note must say why: the agent reads it to decide what to do next")
 
     async def decide(client: AsyncClient) -> dict[str, Any]:
-        return await client.decide(request_id, "deny", note=note)
+        try:
+            return await client.decide(request_id, "deny", note=note, channel="cli")
+        except ApiError as error:
+            _name_the_request(error, request_id)
+            raise
 
     decided = run_as_person(decide)
     if as_json:
@@ -298,7 +367,13 @@ def answer(
         request = await _find_pending(client, request_id)
         if request is not None:  # else the gateway says why (decided, unknown, not yours)
             check_answer(request, options, text)
-        return await client.decide(request_id, "approve", note=note, answers=answers)
+        try:
+            return await client.decide(
+                request_id, "approve", note=note, answers=answers, channel="cli"
+            )
+        except ApiError as error:
+            _name_the_request(error, request_id)
+            raise
 
     answered = run_as_person(submit)
     if as_json:

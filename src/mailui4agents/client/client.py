@@ -40,6 +40,9 @@ from mailui4agents.wire.models import (
     UserOut,
 )
 
+#: Where a decision came from, when not the API itself (api/permissions.py).
+CHANNEL_HEADER = "X-Agentmail-Channel"
+
 
 class AsyncClient(Transport):
     """Async client; use as ``async with AsyncClient(config) as client: ...``."""
@@ -374,14 +377,23 @@ class AsyncClient(Transport):
         always: bool | None = None,
         grant_pattern: str | None = None,
         answers: list[str] | None = None,
+        channel: str | None = None,
     ) -> dict[str, Any]:
-        """Human: approve or deny (``decision`` approve|deny), or answer a question."""
+        """Human: approve or deny (``decision`` approve|deny), or answer a question.
+        ``channel="cli"`` records the decision as the command line's (header
+        ``X-Agentmail-Channel``; docs/remote.md, "First answer wins")."""
         body = without_none(
             decision=decision, note=note, always=always, grant_pattern=grant_pattern,
             answers=answers,
         )  # fmt: skip
         path = f"/permissions/{seg(request_id)}/decision"
-        return as_dict(await self._call("POST", path, json=body))
+        headers = {CHANNEL_HEADER: channel} if channel else None
+        return as_dict(await self._call("POST", path, json=body, headers=headers))
+
+    async def deliveries(self, request_id: str) -> list[dict[str, Any]]:
+        """Human (decider): what happened to a request on each channel and device."""
+        path = f"/permissions/{seg(request_id)}/deliveries"
+        return [dict(item) for item in await self._call("GET", path)]
 
     async def deciders(
         self, session_id: str, *, add: str | None = None, remove: str | None = None

@@ -76,8 +76,9 @@ class Transport:
         auth: bool = True,
         files: Any = None,
         raw: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:
-        headers = self._auth_headers() if auth else {}
+        headers = {**(self._auth_headers() if auth else {}), **(headers or {})}
         try:
             response = await self._http.request(
                 method,

@@ -14,9 +14,9 @@ from sqlalchemy.orm import aliased
 
 from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow, new_id
 from mailui4agents.db.types import utcnow
-from mailui4agents.domain.errors import conflict, invalid_value, not_found
+from mailui4agents.domain.errors import invalid_value, not_found
 from mailui4agents.domain.grants import new_grant
-from mailui4agents.services import access, permissions
+from mailui4agents.services import access, permissions, push
 from mailui4agents.services.principals import Principal
 from mailui4agents.wire.models import PermissionOut
 
@@ -45,9 +45,10 @@ def _check_answers(row: PermissionRow, answers: list[str] | None) -> list[str] |
 
 _OTHER = aliased(PermissionRow)
 # The request, its session, whether the human takes part in it, whether a pending
-# request of the session is past its deadline, and the session's deciders (one
-# row each, in deciders()' order; one row with NULL when there are none): one
-# query, built once.
+# request of the session is past its deadline, whether it was pushed to a
+# device (then its notifications are withdrawn: services/push.py), and the
+# session's deciders (one row each, in deciders()' order; one row with NULL when
+# there are none): one query, built once.
 _DECIDING = (
     select(
         PermissionRow,
@@ -60,6 +61,7 @@ _DECIDING = (
             _OTHER.expires_at <= bindparam("b_now"),
         )
         .exists(),
+        push.was_pushed(PermissionRow.id),
         SessionDeciderRow.name,
     )
     .join(SessionRow, SessionRow.id == PermissionRow.session_id)
@@ -78,6 +80,8 @@ _SETTLE = (
         decided_by=bindparam("b_decided_by"),
         decided_at=bindparam("b_decided_at"),
         grant_id=bindparam("b_grant_id"),
+        decided_channel=bindparam("b_decided_channel"),
+        decided_device=bindparam("b_decided_device"),
     )
 )
 _INSERT_GRANT = insert(cast(Table, GrantRow.__table__))
@@ -86,14 +90,18 @@ _INSERT_GRANT = insert(cast(Table, GrantRow.__table__))
 @dataclass(frozen=True, slots=True)
 class Choice:
     """What a decider chose: approve or deny, a note for the agent, with
-    `always` a standing grant (its pattern), a question's answers. The API's
-    body and the web UI's form both come to this."""
+    `always` a standing grant (its pattern), a question's answers; and where
+    from: `channel` (web, api, cli, push…) and the paired `device`, if any
+    (docs/remote.md, "First answer wins"). The API's body, the web UI's form
+    and a notification's action all come to this."""
 
     decision: str
     note: str | None = None
     always: bool = False
     grant_pattern: str | None = None
     answers: list[str] | None = None
+    channel: str = "api"
+    device: str | None = None
 
 
 async def decide(
@@ -110,12 +118,13 @@ async def decide(
     if not found:
         raise not_found(what)
     row, session, member, due = found[0][0], found[0][1], bool(found[0][2]), bool(found[0][3])
+    pushed = bool(found[0][4])
     deciders = [name for *_, name in found if name is not None]
     access.Reader(human).ensure_decide_known(session, member, deciders, what)
     if due:  # expire what is past its deadline first (this request too, maybe)
         await permissions.expire_due(s, row.session_id)
     if row.status != "pending":
-        raise conflict(f"request already {row.status}", reason="already_decided")
+        raise permissions.already_decided(row, now)
     checked: list[str] | None = None
     if decision == "approve":
         checked = _check_answers(row, answers)
@@ -162,12 +171,18 @@ async def decide(
         "decided_by": human.name,
         "decided_at": now,
         "grant_id": grant_id,
+        "decided_channel": choice.channel,
+        "decided_device": choice.device,
     }
     result = await s.execute(
         _SETTLE, {"b_id": row.id, **{f"b_{key}": value for key, value in settled.items()}}
     )
     if not result.rowcount:  # type: ignore[attr-defined]
-        raise conflict("request already decided", reason="already_decided")
+        # Someone else's decision committed since our read: say whose.
+        await s.refresh(row)
+        raise permissions.already_decided(row)
     permissions.settled(row, **settled)
     await permissions.announce(s, session, row, human.name, True, deciders)
+    if pushed:
+        await push.queue_settled(s, row)
     return permissions.permission_out(row, session)

@@ -25,7 +25,7 @@ from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.domain.results import Duplicate, Opened
 from mailui4agents.events import log
-from mailui4agents.services import access, delivery, limits, permissions
+from mailui4agents.services import access, delivery, limits, notify_policy, permissions, push
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import JsonObject
@@ -72,7 +72,9 @@ _GRANTS = select(GrantRow.id, GrantRow.tool_name, GrantRow.pattern, GrantRow.sco
 # The session asked in, whether the agent takes part in it, the agent's earlier
 # request with this relay key, whether the session has standing grants for the
 # tool (_GRANTS reads them only then), and the session's deciders (one row each,
-# in deciders()' order; one row with NULL when there are none): one query.
+# in deciders()' order; one row with NULL when there are none) with whether each
+# has a device subscribed to pushes (services/push.py looks further only then):
+# one query.
 _ASKING = (
     select(
         SessionRow,
@@ -85,6 +87,7 @@ _ASKING = (
         .scalar_subquery(),
         _GRANTS.with_only_columns(GrantRow.id).exists(),
         SessionDeciderRow.name,
+        push.has_push_subscription(SessionDeciderRow.name),
     )
     .outerjoin(SessionDeciderRow, SessionDeciderRow.session_id == SessionRow.id)
     .where(SessionRow.id == bindparam("b_session"))
@@ -187,6 +190,7 @@ async def create_request(
         if grant is not None:
             row.status, row.decision = "approved", "approve"
             row.decided_by, row.decided_at, row.grant_id = f"grant:{grant}", now, grant
+            row.decided_channel = "grant"
             if not await _insert(s, row):
                 return await _duplicate(s, agent.name, relay_key)
             await log.append(
@@ -195,7 +199,7 @@ async def create_request(
             return Opened(permissions.permission_out(row, session))
 
     # Asked of the session's deciders only: a human the agent cc'd in is not one.
-    humans = [name for *_, name in found if name is not None]
+    humans = [name for *_, name, _push in found if name is not None]
     if not humans:
         raise _conflict("no_human", "this session has no human who may decide; nobody could")
     row.mail_id = new_id()  # the request names its mail: written with it, in one insert
@@ -215,6 +219,12 @@ async def create_request(
         mail_id=row.mail_id,
         also=[(principal_key(h, True), EventType.PERMISSION_REQUEST, out) for h in humans],
     )
+    # Pushed to the deciders' devices, in this transaction (sent after commit):
+    # nothing more is read when no decider has a subscribed device.
+    subscribed = [name for *_, name, has_push in found if name is not None and has_push]
+    if subscribed:
+        people = await notify_policy.first_push(s, session.id, subscribed, now)
+        await push.queue_request(s, row, session, people)
     return Opened(out)
 
 

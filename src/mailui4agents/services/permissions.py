@@ -10,6 +10,7 @@ decides expires, archiving cancels what is pending.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
@@ -18,12 +19,20 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from mailui4agents.db.tables import PermissionRow, SessionDeciderRow, SessionRow
 from mailui4agents.db.types import utcnow
-from mailui4agents.domain.errors import not_found
-from mailui4agents.services import access, delivery
+from mailui4agents.domain.errors import Conflict, not_found
+from mailui4agents.services import access, delivery, push
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.session_view import get_session
 from mailui4agents.wire.events import EventType
-from mailui4agents.wire.models import PermissionDecisionEvent, PermissionOut
+from mailui4agents.wire.models import DecidedVia, PermissionDecisionEvent, PermissionOut
+
+
+def _via(row: PermissionRow) -> DecidedVia | None:
+    if row.decided_channel is None:
+        return None
+    if row.decided_device is None:  # unset, not null: left out of the answer
+        return DecidedVia(channel=row.decided_channel)
+    return DecidedVia(channel=row.decided_channel, device=row.decided_device)
 
 
 def permission_out(row: PermissionRow, session: SessionRow | None = None) -> PermissionOut:
@@ -46,6 +55,7 @@ def permission_out(row: PermissionRow, session: SessionRow | None = None) -> Per
         answers=row.answers,
         decided_by=row.decided_by,
         decided_at=row.decided_at,
+        decided_via=_via(row),
         expires_at=row.expires_at,
         relay_key=row.relay_key,
         mail_id=row.mail_id,
@@ -60,6 +70,39 @@ def permission_out(row: PermissionRow, session: SessionRow | None = None) -> Per
         }
         out = out.model_copy(update=extra)
     return out
+
+
+def ago(moment: datetime, now: datetime) -> str:
+    """ "12 s", "5 min", "3 h", "2 d"."""
+    seconds = max(0, int((now - moment).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def already_decided(row: PermissionRow, now: datetime | None = None) -> Conflict:
+    """409 `already_decided` for a request that is no longer pending: who settled
+    it, from where, when (docs/remote.md, "First answer wins"), in the body and
+    in the message ("request already decided by ana from the web, 12 s ago:
+    approved"; "request already expired: timed out 3 s ago")."""
+    when = row.decided_at or row.created_at
+    since = ago(when, now or utcnow())
+    if row.status in ("expired", "cancelled"):
+        message = f"request already {row.status}: {push.settled_text(row)} {since} ago"
+    else:
+        via = push.via_text(row.decided_channel, row.decided_device)
+        outcome = "answered" if row.kind == "question" and row.status == "approved" else row.status
+        message = f"request already decided by {push.who_decided(row)}{via}, {since} ago: {outcome}"
+    extra: dict[str, Any] = {
+        "outcome": row.status,  # approved, denied, expired, cancelled
+        "decided_by": row.decided_by,
+        "channel": row.decided_channel,
+        "decided_at": when.isoformat().replace("+00:00", "Z"),
+    }
+    if row.decided_device:
+        extra["device"] = row.decided_device
+    return Conflict(message, reason="already_decided", **extra)
 
 
 def decision_event(row: PermissionRow) -> PermissionDecisionEvent:
@@ -136,18 +179,28 @@ async def announce(
 async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: str) -> int:
     closed = 0
     now = utcnow()
+    # Nobody decided: the gateway settled it (docs/remote.md, "First answer wins").
+    values = {
+        "status": status,
+        "decision": status,
+        "decided_by": by,
+        "decided_at": now,
+        "decided_channel": "system",
+        "decided_device": None,
+    }
     for row in rows:
         result = await s.execute(
             update(PermissionRow)
             .where(PermissionRow.id == row.id, PermissionRow.status == "pending")
-            .values(status=status, decision=status, decided_by=by, decided_at=now)
+            .values(**values)
             .execution_options(synchronize_session=False)
         )
         if not result.rowcount:  # type: ignore[attr-defined]
             continue  # decided meanwhile (another replica or a human)
-        settled(row, status=status, decision=status, decided_by=by, decided_at=now)
+        settled(row, **values)
         session = await get_session(s, row.session_id)
         await announce(s, session, row, "system", False)
+        await push.queue_settled(s, row)
         closed += 1
     return closed
 

@@ -414,7 +414,7 @@ async def decide(request: Request, request_id: str) -> Response:
             raise data.ServiceError(
                 400, "invalid_value", "decision is approve, deny or always", field="decision"
             )
-        chose = data.Choice(decision, note, always, pattern if always else None, answers)
+        chose = data.Choice(decision, note, always, pattern if always else None, answers, "web")
         out = await data.decide(gw, user.principal, request_id, chose)
     except data.Refusal as err:
         return _error(request, user, err)

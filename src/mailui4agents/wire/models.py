@@ -135,6 +135,15 @@ class OptionOut(Lenient):
     description: str | None = None
 
 
+class DecidedVia(Lenient):
+    """Where a decision came from (docs/remote.md, "First answer wins"): web, api,
+    cli, mcp, push, email, terminal, grant or system (expired, cancelled); `device`
+    names the paired device a push action came from."""
+
+    channel: str
+    device: str | None = None
+
+
 class PermissionOut(Lenient):
     """A permission request (an approval or a question) and its outcome."""
 
@@ -154,6 +163,7 @@ class PermissionOut(Lenient):
     answers: list[str] | None = None
     decided_by: str | None = None
     decided_at: Timestamp | None = None
+    decided_via: DecidedVia | None = None
     expires_at: Timestamp | None = None
     relay_key: str | None = None
     mail_id: str | None = None

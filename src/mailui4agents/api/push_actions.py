@@ -1,0 +1,86 @@
+"""A notification's actions and receipts (docs/remote.md, "Approving from a
+notification"). No login: the action token the push carried is the credential
+(services/push_actions.py holds the rules). A bad token is 401 and counts, like a
+wrong pairing code, against the client address's login budget
+(services/devices.begin_guess): guessing 256-bit tokens is hopeless anyway, but
+nothing unauthenticated goes unlimited."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from pydantic import Field
+
+from mailui4agents.api.deps import GatewayDep
+from mailui4agents.api.validation import StrictBody
+from mailui4agents.errors import ApiError
+from mailui4agents.services import content, devices, push, push_actions
+from mailui4agents.state import Gateway
+from mailui4agents.wire.deliveries import ReceiptOut
+from mailui4agents.wire.models import PermissionOut
+
+router = APIRouter(prefix="/api/v1/push", tags=["push"])
+
+
+class ActionIn(StrictBody):
+    """`action`: "approve" or "deny" for an approval, an option's label for a
+    question; `note`: for the agent."""
+
+    token: str = Field(min_length=1, max_length=push.MAX_TOKEN_CHARS)
+    action: str = Field(min_length=1, max_length=1000)
+    note: str | None = None
+
+
+class ReceiptIn(StrictBody):
+    token: str = Field(min_length=1, max_length=push.MAX_TOKEN_CHARS)
+    state: Literal["shown", "opened"]
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+class _Guess:
+    """One use of a token, counted as a failed guess of the client's address
+    unless the token turned out good (whatever the request's answer then)."""
+
+    def __init__(self, gw: Gateway, request: Request) -> None:
+        self.guard, self.address = gw.logins, _address(request)
+        self.stamp = devices.begin_guess(self.guard, self.address)
+
+    def good(self) -> None:
+        devices.guess_succeeded(self.guard, self.address, self.stamp)
+
+
+@router.post("/actions", response_model=PermissionOut, response_model_exclude_unset=True)
+async def push_action(body: ActionIn, request: Request, gw: GatewayDep) -> PermissionOut:
+    """Decide the request of the token's notification as its device's person:
+    the PermissionOut; 401 for an unknown, used or expired token or a revoked
+    device; 409 `already_decided` when someone was first; 400 `action` that does
+    not fit the request."""
+    content.check_decision(gw.settings, body.note, None, None)
+    guess = _Guess(gw, request)
+    try:
+        async with gw.write() as s:
+            out = await push_actions.act(s, body.token, body.action, body.note)
+    except push_actions.BadToken as bad:
+        raise ApiError(401, "unauthorized", bad.message) from None
+    except Exception:
+        guess.good()  # a good token, refused for another reason (400, 409)
+        raise
+    guess.good()
+    return out
+
+
+@router.post("/receipts", response_model=ReceiptOut)
+async def push_receipt(body: ReceiptIn, request: Request, gw: GatewayDep) -> ReceiptOut:
+    """The notification was shown / opened on its device (recorded once per state)."""
+    guess = _Guess(gw, request)
+    try:
+        async with gw.write() as s:
+            recorded = await push_actions.receipt(s, body.token, body.state)
+    except push_actions.BadToken as bad:
+        raise ApiError(401, "unauthorized", bad.message) from None
+    guess.good()
+    return ReceiptOut(state=body.state, recorded=recorded)
