@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,6 +35,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 from tests.conftest import ADMIN_PASSWORD, copy_template
 from tests.fakes.push_service import PushService, Subscription, push_service, unb64url
+from tests.hooks.harness import claude_input
 from tests.web.conftest import PHONE, Web
 from tests.web.test_browser import open_as
 
@@ -365,3 +368,185 @@ def test_a_refused_subscription_and_blocked_notifications_are_said(
     expect(other.locator("#push")).not_to_have_attribute("data-state", "working")
     expect(other.locator("#push")).to_have_attribute("data-state", re.compile("blocked|off"))
     expect(other.locator("#push-state")).to_contain_text(re.compile("^(Blocked|Off): "))
+
+
+# --- the whole way: gateway -> push service -> worker -> the gateway's decision ---
+
+
+def push_device(web: Web, pushes: PushService, person: str, name: str) -> Subscription:
+    """A device of `person` subscribed at our push service (the person's API token
+    with a device name: the subscription makes the device)."""
+    sub = pushes.make_subscription()
+    r = web.http.post(
+        "/api/v1/push/subscriptions",
+        json={**sub.to_json(), "device_name": name},
+        headers=web.auth(person),
+    )
+    assert r.status_code == 201, r.text
+    return sub
+
+
+def anonymous_device(
+    browser: Browser, contexts: list[BrowserContext], web: Web, viewport: dict[str, int] = PHONE
+) -> Device:
+    """A browser with the app's worker and no login: a notification's buttons need
+    none (the action token is the credential), and no page of the person is shown,
+    which would hold pushes back (docs/web.md, "Presence")."""
+    ctx = browser.new_context(base_url=web.url, viewport=viewport)  # type: ignore[arg-type]
+    contexts.append(ctx)
+    page = ctx.new_page()
+    page.goto("/login")
+    return Device(page, web.url)
+
+
+class Hook:
+    """A real `agentmail hook claude-code` process waiting for its decision."""
+
+    def __init__(self, web: Web, agent: str, session_id: str, home: Path, command: str) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        env = clean_env(
+            AGENTMAIL_URL=web.url,
+            AGENTMAIL_KEY=web.tokens[agent],
+            AGENTMAIL_SESSION_ID=session_id,
+            AGENTMAIL_DATA_DIR=str(home / "data"),
+            HOME=str(home),
+            XDG_CONFIG_HOME=str(home / ".config"),
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mailui4agents.cli.main", "hook", "claude-code"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=home,
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(claude_input(tool_input={"command": command})))
+        self.proc.stdin.close()
+
+    def verdict(self, timeout: float = 30.0) -> dict[str, Any]:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        out, err = self.proc.stdout.read(), self.proc.stderr.read()
+        assert self.proc.returncode == 0, err
+        inner: dict[str, Any] = json.loads(out)["hookSpecificOutput"]
+        return inner
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def hooks() -> Iterator[list[Hook]]:
+    made: list[Hook] = []
+    yield made
+    for h in made:
+        h.stop()
+
+
+def requests_of(web: Web, person: str, session_id: str) -> list[dict[str, Any]]:
+    r = web.http.get(
+        "/api/v1/permissions",
+        params={"session_id": session_id},
+        headers=web.auth(person),
+    )
+    assert r.status_code == 200, r.text
+    items: list[dict[str, Any]] = r.json()["items"]
+    return items
+
+
+def pending_request(web: Web, person: str, session_id: str) -> dict[str, Any]:
+    """The request the hook made, once the gateway pushed it (the caller waited)."""
+    [request] = [p for p in requests_of(web, person, session_id) if p["status"] == "pending"]
+    return request
+
+
+def deliveries(web: Web, person: str, request_id: str, device: str) -> list[str]:
+    r = web.http.get(f"/api/v1/permissions/{request_id}/deliveries", headers=web.auth(person))
+    assert r.status_code == 200, r.text
+    return [d["state"] for d in r.json() if d.get("device") == device]
+
+
+def request_now(web: Web, person: str, session_id: str, request_id: str) -> dict[str, Any]:
+    [request] = [p for p in requests_of(web, person, session_id) if p["id"] == request_id]
+    return request
+
+
+def test_approve_on_a_notification_decides_the_real_request_and_the_hook_allows(
+    pushweb: Web,
+    pushes: PushService,
+    browser: Browser,
+    contexts: list[BrowserContext],
+    hooks: list[Hook],
+    tmp_path: Path,
+) -> None:
+    """(d) and (e): ana's phone and laptop get the push of a waiting hook's request;
+    "Approve" on the phone (the worker's own handler, in the worker) decides it at
+    the gateway; the hook exits allowed; the laptop's notification becomes
+    "Already handled" when its decided push arrives; a second press answers 409."""
+    web = pushweb
+    ana = web.user("ana")
+    bot = web.agent("bot")
+    session = web.session_with(ana, bot)
+    phone_sub = push_device(web, pushes, ana, "Ana's phone")
+    laptop_sub = push_device(web, pushes, ana, "Ana's laptop")
+    phone = anonymous_device(browser, contexts, web)
+    laptop = anonymous_device(browser, contexts, web)
+
+    hook = Hook(web, bot, session["session_id"], tmp_path / "hook", "npm test")
+    hooks.append(hook)
+    [to_phone] = pushes.wait(1, phone_sub.name, timeout=20)
+    [to_laptop] = pushes.wait(1, laptop_sub.name, timeout=20)
+    request = pending_request(web, ana, session["session_id"])
+    sent = to_phone.payload
+    assert sent["type"] == "permission_request" and sent["request_id"] == request["id"]
+    assert sent["tag"] == request["id"] and sent["action_token"]
+    phone.push(sent)
+    laptop.push(to_laptop.payload)
+    shown = phone.wait_notification(request["id"], sent["title"])
+    assert shown["title"] == sent["title"] and shown["body"] == sent["body"]
+    assert [a["action"] for a in shown["actions"]] == ["approve", "deny"]
+    laptop.wait_notification(request["id"], to_laptop.payload["title"])
+
+    done = phone.click(request["id"], "approve")
+    assert done["outcome"] == "decided", done
+    assert done["decision"]["status"] == "approved"
+    assert phone.notifications(request["id"]) == []  # closed
+    verdict = hook.verdict()
+    assert verdict["permissionDecision"] == "allow", verdict
+    assert "ana" in verdict["permissionDecisionReason"]
+    now = request_now(web, ana, session["session_id"], request["id"])
+    assert now["status"] == "approved" and now["decided_by"] == ana
+    assert now["decided_via"]["channel"] == "push", now
+    # The worker's receipt: the phone showed it (delivery record, docs/api.md).
+    until(
+        lambda: "shown" in deliveries(web, ana, request["id"], "Ana's phone"),
+        "the phone's shown receipt",
+    )
+
+    # The laptop: the decided push (same tag) replaces its notification.
+    decided = [
+        m for m in pushes.wait(2, laptop_sub.name, timeout=20) if m.payload["type"] == "decided"
+    ]
+    assert decided, [m.payload for m in pushes.received(laptop_sub.name)]
+    laptop.push(decided[0].payload)
+    handled = laptop.wait_notification(request["id"], "Already handled")
+    assert [n["title"] for n in laptop.notifications(request["id"])] == ["Already handled"]
+    assert handled["actions"] == []
+
+    # Pressing Deny on the laptop's first notification, had it stayed: 409, who was first.
+    laptop.push(to_laptop.payload)
+    laptop.wait_notification(request["id"], to_laptop.payload["title"])
+    late = laptop.click(request["id"], "deny")
+    assert late["outcome"] == "already_decided" and late["status"] == 409, late
+    again = laptop.wait_notification(request["id"], f"Already handled by {ana}")
+    assert "already decided" in again["body"]
+    now = request_now(web, ana, session["session_id"], request["id"])
+    assert now["status"] == "approved"  # the late deny changed nothing

@@ -173,12 +173,15 @@ async function replace(notification, title, body) {
   await self.registration.showNotification(title, options);
 }
 
-function decidedBy(body) {
-  const e = (body && body.error) || body || {};
-  const d = e.details || e;
-  const who = d.decided_by || e.decided_by;
-  const via = d.channel || e.channel;
-  return who ? `Already handled by ${who}${via ? ` (${via})` : ""}` : "Already handled";
+// 409 `already_decided` (services/permissions.already_decided): who was first,
+// and the server's sentence saying from where, when and how it ended.
+function alreadyHandled(body) {
+  const e = (body && body.error) || {};
+  const who = typeof e.decided_by === "string" && !e.decided_by.startsWith("grant:") ? e.decided_by : "";
+  return {
+    title: who ? `Already handled by ${text(who, 100)}` : "Already handled",
+    body: text(e.message, 1000),
+  };
 }
 
 // The whole of a click, exposed so that a test can run it in the worker
@@ -203,7 +206,8 @@ self.handleNotificationAction = async function handleNotificationAction(notifica
   try { body = await response.json(); } catch (e) { body = null; }
   if (response.ok) return { outcome: "decided", status: response.status, decision: body };
   if (response.status === 409) {
-    await replace(notification, decidedBy(body), notification.body || "");
+    const handled = alreadyHandled(body);
+    await replace(notification, handled.title, handled.body || notification.body || "");
     return { outcome: "already_decided", status: 409, body };
   }
   if (response.status === 401) {
