@@ -68,13 +68,16 @@ async def policies(s: AsyncSession, names: Iterable[str]) -> dict[str, Policy]:
 
 
 async def deciders_of(s: AsyncSession, session_ids: Iterable[str]) -> dict[str, list[Decider]]:
-    """Each session's deciders, owners first, with their roles and policies."""
+    """Each session's deciders, owners first, with their roles and policies (one
+    query: a request's opening pays one read for this)."""
     ids = sorted(set(session_ids))
-    out: dict[str, list[tuple[str, str]]] = {sid: [] for sid in ids}
     if not ids:
         return {}
     rows = await s.execute(
         select(SessionDeciderRow.session_id, SessionDeciderRow.name, SessionDeciderRow.role)
+        .add_columns(NotifyPolicyRow)
+        .outerjoin(UserRow, UserRow.username == SessionDeciderRow.name)
+        .outerjoin(NotifyPolicyRow, NotifyPolicyRow.user_id == UserRow.id)
         .where(SessionDeciderRow.session_id.in_(ids))
         .order_by(
             SessionDeciderRow.session_id,
@@ -82,13 +85,10 @@ async def deciders_of(s: AsyncSession, session_ids: Iterable[str]) -> dict[str, 
             SessionDeciderRow.created_at,
         )
     )
-    for sid, name, role in rows.all():
-        out[sid].append((name, role))
-    found = await policies(s, (name for people in out.values() for name, _ in people))
-    return {
-        sid: [Decider(name, role, found[name]) for name, role in people]
-        for sid, people in out.items()
-    }
+    out: dict[str, list[Decider]] = {sid: [] for sid in ids}
+    for sid, name, role, row in rows.all():
+        out[sid].append(Decider(name, role, Policy() if row is None else _policy(row)))
+    return out
 
 
 async def first_push(
