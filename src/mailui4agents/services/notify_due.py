@@ -24,7 +24,6 @@ the pass cannot live there without an import cycle."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.tables import PermissionRow, SessionRow
 from mailui4agents.domain import notify_policy as rules
 from mailui4agents.domain.notify_policy import MAX_MINUTES, MIN_MINUTES, Policy, Step
-from mailui4agents.services import notify_policy
+from mailui4agents.services import notify_policy, push
 
 log = logging.getLogger("mailui4agents.notify")
 
@@ -133,12 +132,8 @@ async def push_sender(
     people: Mapping[str, Policy],
     kind: str,
 ) -> int:
-    """The real sender: services/push.py (imported here, on use: it imports
-    services/notify_policy.py, and push needs nothing of this module)."""
-    # importlib until services/push.py lands (helper P2); then a plain import.
-    push = importlib.import_module("mailui4agents.services.push")
-    queued: int = await push.queue_request(s, row, session, people, kind=kind)
-    return queued
+    """The real sender: services/push.py, in the claim's transaction."""
+    return await push.queue_request(s, row, session, people, kind=kind)
 
 
 async def send(s: AsyncSession, due: Due, sender: Sender = push_sender) -> int:
