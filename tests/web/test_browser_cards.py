@@ -97,6 +97,7 @@ def test_approving_from_the_card_in_the_thread_on_a_390px_phone(
     expect(page.locator(".mail.compact")).to_contain_text("Approved: Bash")  # the receipt
     expect(page).to_have_title(re.compile(r"^[^(]"))  # no pending count left
     no_overflow(page, done)
+    page.screenshot(path=str(artifacts / "thread-card-decided-phone.png"), full_page=True)
     # The other tab's card turned too, through the event stream: the decided card
     # has another id, so the live merge swaps it in (static/app.js mergeList).
     expect(other.get_by_role("article", name=re.compile(r"^Approved: Bash from "))).to_be_visible()
