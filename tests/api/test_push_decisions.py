@@ -258,8 +258,21 @@ async def test_an_action_decides_and_every_device_gets_already_handled(world: Wo
         assert mine[:1] == ["queued"] and "sent" in mine and "decided" in mine, (name, states)
     sent = next(d for d in rows if d["state"] == "sent")
     assert sent["detail"] == "201" and sent["latency_ms"] is not None, sent
-    last = rows[-1]
-    assert (last["channel"], last["device"], last["state"]) == ("push", "Ana's phone", "decided")
+    # The settlement, from the request itself, in its place: after the first
+    # pushes were sent, before the notifications it withdrew.
+    [settled] = [d for d in rows if d["detail"] == "approved: ship it"]
+    assert (settled["channel"], settled["device"], settled["state"]) == (
+        "push",
+        "Ana's phone",
+        "decided",
+    )
+    assert settled["person"] == "ana"
+    place = rows.index(settled)
+    assert all(d["state"] in ("queued", "sent") for d in rows[:place]), rows
+    assert {d["detail"] for d in rows[place + 1 :] if d["state"] == "decided"} == {
+        "Already handled: approved by ana from Ana's phone"
+    }, rows
+    assert [d["at"] for d in rows] == sorted(d["at"] for d in rows), rows
 
 
 async def test_deny_with_a_note_and_a_used_token_is_401(world: World) -> None:
@@ -401,7 +414,10 @@ async def test_expiry_withdraws_the_notification_and_says_timed_out(world: World
         "request already expired: timed out "
     )
     rows = (await world.deliveries(asked["id"])).json()
-    assert rows[-1]["state"] == "withdrawn" and rows[-1]["channel"] == "system", rows
+    [settled] = [d for d in rows if d["channel"] == "system"]
+    assert settled["state"] == "withdrawn" and settled["detail"] == "timed out", rows
+    [replaced] = [d for d in rows if d["channel"] == "push" and d["state"] == "withdrawn"]
+    assert replaced["detail"] == "Already handled: timed out", rows
 
 
 # -- receipts and tracking -------------------------------------------------------------------

@@ -142,8 +142,10 @@ async def test_approve_from_a_notification_lets_the_waiting_hook_run(world: Worl
         line.strip().startswith("push · Ana's phone · sent 201 in ") and " ms · " in line
         for line in lines
     ), lines
-    last = lines[-1].strip()
-    assert last.startswith("push · Ana's phone · decided approved by ana from Ana's phone · ")
+    shown_lines = [line.strip() for line in lines]
+    assert any(line.startswith("push · Ana's phone · decided approved · ") for line in shown_lines)
+    handled = "push · Ana's laptop · decided Already handled: approved by ana from Ana's phone · "
+    assert any(line.startswith(handled) for line in shown_lines), lines
 
 
 async def test_deny_from_a_notification_denies_the_hook_with_the_note(world: World) -> None:

@@ -302,7 +302,7 @@ async def queue_settled(s: AsyncSession, row: PermissionRow) -> int:
                 "device_id": target.device_id,
                 "device_name": target.device_name,
                 "state": kind,
-                "detail": text,
+                "detail": f"Already handled: {text}",
                 "latency_us": None,
                 "at": now,
             }

@@ -196,8 +196,8 @@ async def deliveries(s: AsyncSession, who: Principal, request_id: str) -> list[D
     decider of its session: others get what deciding would answer (404 for who
     may not read the session, 403 for a reader without the power — an admin who
     is not a decider, a person cc'd in; docs/access.md).
-    Its settlement (decided, expired, cancelled) is the last entry, from the
-    request itself: deciding writes no delivery row of its own."""
+    Its settlement (decided, expired, cancelled) is an entry made from the
+    request itself, at its time: deciding writes no delivery row of its own."""
     what = f"permission request '{request_id}'"
     row = await s.get(PermissionRow, request_id)
     if row is None:
@@ -222,14 +222,29 @@ async def deliveries(s: AsyncSession, who: Principal, request_id: str) -> list[D
         for d in rows
     ]
     if row.status != "pending" and row.decided_at is not None:
-        out.append(
+        # In time order: after what happened before it, before the pushes that
+        # withdrew the notifications (written after it, in its transaction).
+        at = row.decided_at
+        place = next((i for i, d in enumerate(out) if d.at > at), len(out))
+        out.insert(
+            place,
             DeliveryOut(
                 channel=row.decided_channel or "system",
                 person=None if (row.decided_by or "").startswith("grant:") else row.decided_by,
                 device=row.decided_device,
                 state="decided" if row.status in ("approved", "denied") else "withdrawn",
-                detail=push.settled_text(row),
-                at=row.decided_at,
-            )
+                detail=_outcome(row),
+                at=at,
+            ),
         )
     return out
+
+
+def _outcome(row: PermissionRow) -> str:
+    """The settlement's detail: "approved", "denied: not on a Friday", "answered:
+    us", "timed out", "cancelled by bob"."""
+    if row.status not in ("approved", "denied"):
+        return push.settled_text(row)
+    word = "answered" if row.kind == "question" and row.status == "approved" else row.status
+    said = ", ".join(row.answers or []) if word == "answered" else row.note
+    return f"{word}: {said}" if said else word
