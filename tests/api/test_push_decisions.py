@@ -20,7 +20,13 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
-from mailui4agents.db.tables import PermissionRow, PushOutboxRow, PushSubscriptionRow
+from mailui4agents.db.tables import (
+    DeviceRow,
+    PermissionRow,
+    PushOutboxRow,
+    PushSubscriptionRow,
+    UserTokenRow,
+)
 from mailui4agents.db.types import utcnow
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
@@ -340,6 +346,20 @@ async def test_a_revoked_devices_token_is_401_at_once(world: World) -> None:
     r = await world.act(on_phone["action_token"], "approve")
     assert r.status_code == 401, r.text
     assert "revoked" in r.json()["error"]["message"]
+    # A device whose login ended (expired or revoked), its row still there: 401 too.
+    async with world.gw.write() as s:
+        token_id = await s.scalar(
+            select(DeviceRow.token_id).where(DeviceRow.id == laptop.device_id)
+        )
+        await s.execute(
+            update(UserTokenRow).where(UserTokenRow.id == token_id).values(expires_at=utcnow())
+        )
+    r = await world.act(on_laptop["action_token"], "approve")
+    assert r.status_code == 401, r.text
+    async with world.gw.write() as s:
+        await s.execute(
+            update(UserTokenRow).where(UserTokenRow.id == token_id).values(expires_at=None)
+        )
     # Negative control: the device still paired decides.
     r = await world.act(on_laptop["action_token"], "approve")
     assert r.status_code == 200, r.text
