@@ -421,26 +421,31 @@ class Hook:
             env=env,
             cwd=home,
         )
+        self.stdin = json.dumps(claude_input(tool_input={"command": command}))
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(claude_input(tool_input={"command": command})))
+        self.proc.stdin.write(self.stdin)
         self.proc.stdin.close()
 
     def verdict(self, timeout: float = 30.0) -> dict[str, Any]:
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        out, err = self.proc.stdout.read(), self.proc.stderr.read()
+        """Wait for the hook to finish (its output is a few lines: the pipes
+        cannot fill up meanwhile)."""
+        self.proc.wait(timeout)
+        out, err = self._output()
         assert self.proc.returncode == 0, err
         inner: dict[str, Any] = json.loads(out)["hookSpecificOutput"]
         return inner
 
+    def _output(self) -> tuple[str, str]:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        with self.proc.stdout, self.proc.stderr:
+            return self.proc.stdout.read(), self.proc.stderr.read()
+
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc.returncode is None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        if self.proc.stdout is not None and not self.proc.stdout.closed:
+            self._output()
 
 
 @pytest.fixture
