@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from sqlalchemy import update
 
 from mailui4agents.db.tables import PermissionRow
+from mailui4agents.services import scheduler
 from mailui4agents.web.render import TYPE_WORDS, request_state, tool_view, type_word
 from tests.api.test_content_limits import statements
 from tests.conftest import ADMIN_PASSWORD, Api
@@ -319,6 +321,15 @@ async def test_mail_types_are_named_in_words_in_the_mailbox_and_the_thread(api: 
             headers=bot,
         )
         assert r.status_code == 201, r.text
+    at = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
+    r = await api.http.post(
+        "/api/v1/calendar",
+        json={"to": [f"bot@{w['here']}"], "subject": "standup", "body": "b",
+              "start_at": at.isoformat()},
+        headers=api.auth("ana"),
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    assert await scheduler.deliver_calendar(_gateway(api), at) == 1
     asked = await _ask(api, sid, tool_name="Bash", tool_input={"command": "ls"})
     await _ask(api, sid, kind="question", question="Which one?")
     r = await api.http.post(
@@ -336,7 +347,17 @@ async def test_mail_types_are_named_in_words_in_the_mailbox_and_the_thread(api: 
             "mailbox": re.findall(r'class="chip type">([^<]+)<', (await ana.http.get("/")).text),
         }
     for where, words in (
-        ("thread", {"agent reply", "failure report", "approval request", "question", "decision"}),
+        (
+            "thread",
+            {
+                "agent reply",
+                "failure report",
+                "approval request",
+                "question",
+                "decision",
+                "calendar entry",
+            },
+        ),
         ("terminal", {"session notice"}),
         ("mailbox", {"agent reply", "failure report", "approval request", "question"}),
     ):
