@@ -522,6 +522,18 @@ def test_approve_on_a_notification_decides_the_real_request_and_the_hook_allows(
     assert [a["action"] for a in shown["actions"]] == ["approve", "deny"]
     laptop.wait_notification(request["id"], to_laptop.payload["title"])
 
+    # A tap on the laptop's notification itself: an "opened" receipt, and the
+    # request's page in the app's window (here without a login: to the login form).
+    tapped = laptop.click(request["id"], "")
+    assert tapped["outcome"] == "opened" and tapped["window"] == "navigated", tapped
+    expect(laptop.page).to_have_url(re.compile(r"/login\?next=%2Fapprovals"))
+    until(
+        lambda: "opened" in deliveries(web, ana, request["id"], "Ana's laptop"),
+        "the laptop's opened receipt",
+    )
+    laptop.push(to_laptop.payload)  # shown again, for what follows
+    laptop.wait_notification(request["id"], to_laptop.payload["title"])
+
     done = phone.click(request["id"], "approve")
     assert done["outcome"] == "decided", done
     assert done["decision"]["status"] == "approved"
@@ -537,6 +549,13 @@ def test_approve_on_a_notification_decides_the_real_request_and_the_hook_allows(
         lambda: "shown" in deliveries(web, ana, request["id"], "Ana's phone"),
         "the phone's shown receipt",
     )
+    # The phone's token is spent: pressing again answers 401, and the worker
+    # opens the request's page instead (to decide there after logging in).
+    phone.push(sent)
+    phone.wait_notification(request["id"], sent["title"])
+    spent = phone.click(request["id"], "deny")
+    assert spent["outcome"] == "opened" and spent["status"] == 401, spent
+    expect(phone.page).to_have_url(re.compile(r"/login\?next=%2Fapprovals"))
 
     # The laptop: the decided push (same tag) replaces its notification.
     decided = [

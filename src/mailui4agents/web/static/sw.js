@@ -153,18 +153,27 @@ self.addEventListener("push", (event) => { event.waitUntil(showPush(event.data))
 
 // ---- a click on a notification or one of its buttons --------------------------
 
+// The request's page: a window of the app already showing it is focused, else
+// one of the app's windows is sent there, else a new one opens. (Focus and new
+// windows are allowed in a real click only; refused, the navigation still counts.)
 async function openPage(url) {
   const target = new URL(sameOrigin(url, "/approvals"), self.location.origin).href;
   const windows = await self.clients.matchAll({ type: "window", includeUncontrolled: true });
+  const focus = async (w) => { try { await w.focus(); } catch (e) { /* no user gesture */ } };
+  const same = windows.find((w) => w.url === target);
+  if (same) { await focus(same); return "focused"; }
   for (const w of windows) {
-    if (w.url === target && "focus" in w) return w.focus();
+    try {
+      const moved = await w.navigate(target);
+      if (moved) { await focus(moved); return "navigated"; }
+    } catch (e) { /* not a window this worker controls */ }
   }
-  for (const w of windows) {
-    if ("navigate" in w && "focus" in w) {
-      try { await w.navigate(target); return w.focus(); } catch (e) { /* not ours to steer */ }
-    }
+  try {
+    await self.clients.openWindow(target);
+    return "opened";
+  } catch (e) {
+    return "not allowed";
   }
-  return self.clients.openWindow ? self.clients.openWindow(target) : null;
 }
 
 async function replace(notification, title, body) {
@@ -191,8 +200,7 @@ self.handleNotificationAction = async function handleNotificationAction(notifica
   if (!action || !data.action_token) {
     notification.close();
     await receipt(data.action_token, "opened");
-    await openPage(data.url);
-    return { outcome: "opened", url: data.url || "/approvals" };
+    return { outcome: "opened", url: data.url || "/approvals", window: await openPage(data.url) };
   }
   notification.close();
   let response;
@@ -212,8 +220,7 @@ self.handleNotificationAction = async function handleNotificationAction(notifica
   }
   if (response.status === 401) {
     // The token was used, expired or revoked: the page decides with the login.
-    await openPage(data.url);
-    return { outcome: "opened", status: 401, url: data.url || "/approvals" };
+    return { outcome: "opened", status: 401, url: data.url || "/approvals", window: await openPage(data.url) };
   }
   const why = (body && body.error && body.error.message) || `HTTP ${response.status}`;
   await replace(notification, "The decision was not taken", `${why}. Open the request to decide it.`);
