@@ -225,7 +225,8 @@ def test_deciding_twice_is_a_gateway_error_on_stderr_exit_1(world: World) -> Non
     again = world.ana("deny", request["id"], "--note", "changed my mind")
 
     assert again.returncode == 1
-    assert again.stderr.startswith("error: ") and "already approved" in again.stderr
+    assert again.stderr.startswith(f"error: request {request['id']} already decided by ")
+    assert again.stderr.rstrip().endswith(" s ago: approved"), again.stderr
     assert "Traceback" not in again.stderr
     assert world.seen_by_agent(request["id"])["status"] == "approved"
 

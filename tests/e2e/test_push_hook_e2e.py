@@ -132,7 +132,7 @@ async def test_approve_from_a_notification_lets_the_waiting_hook_run(world: Worl
     late = await world.cli("approve", request_id)
     assert late.returncode == 1, late.stdout
     said = late.stderr.decode()
-    assert f"request {request_id}: request already decided by ana from Ana's phone, " in said
+    assert f"request {request_id} already decided by ana from Ana's phone, " in said
     # What happened to it, one line per delivery.
     shown = await world.cli("permissions", "--show", request_id)
     assert shown.returncode == 0, shown.stderr.decode()

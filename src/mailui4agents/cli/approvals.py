@@ -186,8 +186,10 @@ def delivery_line(item: Mapping[str, Any]) -> str:
 def _name_the_request(error: ApiError, request_id: str) -> None:
     """A decision that came too late says which request (the gateway's message
     says who decided it, from where, how long ago)."""
-    if error.detail.get("reason") == "already_decided" and request_id not in error.message:
-        error.message = f"request {request_id}: {error.message}"
+    if error.detail.get("reason") != "already_decided" or request_id in error.message:
+        return
+    rest = error.message.removeprefix("request ")  # "request already decided by …"
+    error.message = f"request {request_id} {rest}"
 
 
 def _hint_for_questions(error: ApiError, request_id: str) -> None:
