@@ -95,6 +95,7 @@ class Answer:
     status: int
     body: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    hang_s: float = 0.0  # answer only after this long (a push service that stalls)
 
 
 class PushService:
@@ -106,6 +107,7 @@ class PushService:
         self.messages: list[Message] = []
         self.rejected: list[tuple[str, int, str]] = []  # (name, status, why)
         self.posts: list[tuple[str, int]] = []  # every POST: (name, status answered)
+        self.arrived: list[str] = []  # every POST's endpoint name, as it arrives
         self._answers: dict[str, list[Answer]] = {}
         self._cond = threading.Condition()
 
@@ -126,11 +128,16 @@ class PushService:
         return sub
 
     def answer(
-        self, name: str, status: int, body: str = "", headers: dict[str, str] | None = None
+        self,
+        name: str,
+        status: int,
+        body: str = "",
+        headers: dict[str, str] | None = None,
+        hang_s: float = 0.0,
     ) -> None:
         """Queue an answer for the endpoint; the last queued one repeats."""
         with self._cond:
-            self._answers.setdefault(name, []).append(Answer(status, body, headers or {}))
+            self._answers.setdefault(name, []).append(Answer(status, body, headers or {}, hang_s))
 
     def answers(self, name: str, *statuses: int | Answer) -> None:
         for st in statuses:
@@ -199,8 +206,21 @@ class PushService:
             self._cond.notify_all()
         return Response(why, status_code=status)
 
+    def wait_arrived(self, name: str, within_s: float = 10.0) -> None:
+        """Block until a POST to `name` has arrived (before it is answered)."""
+        deadline = time.monotonic() + within_s
+        with self._cond:
+            while name not in self.arrived:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no POST to {name} arrived: {self.arrived}")
+                self._cond.wait(left)
+
     async def handle(self, request: Request) -> Response:
         name = request.path_params["name"]
+        with self._cond:
+            self.arrived.append(name)
+            self._cond.notify_all()
         body = await request.body()
         sub = self.subscriptions.get(name)
         if sub is None:
@@ -222,6 +242,9 @@ class PushService:
             return self._reject(name, 400, f"cannot decrypt: {exc!r}")
         with self._cond:
             answer = self._next_answer(name)
+        if answer.hang_s:
+            await anyio.sleep(answer.hang_s)  # the stall being simulated, not a wait
+        with self._cond:
             self.posts.append((name, answer.status))
             if 200 <= answer.status < 300:
                 self.messages.append(

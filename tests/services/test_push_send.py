@@ -12,11 +12,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpcore
 import httpx
 import pytest
 from sqlalchemy import select, update
 
+from mailui4agents.db.engine import Database
 from mailui4agents.db.tables import (
     DeviceRow,
     PushOutboxRow,
@@ -31,7 +33,7 @@ from mailui4agents.services.identity import hash_token, new_secret
 from mailui4agents.services.push_keys import VapidKey
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from tests.conftest import USER_PASSWORD, Api, make_settings
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, Api, make_settings, started_app
 from tests.fakes.push_service import PushService, Subscription, push_service
 
 pytestmark = pytest.mark.anyio
@@ -482,3 +484,33 @@ async def test_the_guarded_connection_refuses_private_addresses_and_connects_to_
         with pytest.raises(httpx.ConnectError, match="stop here"):
             await c.post("https://push.example.org/x")
     assert asked == ["push.example.org"] and connected == ["8.8.8.8"]
+
+
+async def test_stopping_the_gateway_cuts_a_stalled_post_short_and_requeues_it(
+    settings: Settings, fake: PushService
+) -> None:
+    """Shutdown does not wait out a push service that does not answer (10 s), nor
+    cancel database work midway: the push goes back to the queue for next time."""
+    sub = fake.make_subscription()
+    fake.answer(sub.name, 201, hang_s=30)
+    async with started_app(settings) as app:
+        gw: Gateway = app.state.gateway
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gw"
+        ) as http:
+            api = Api(http)
+            await api.login("admin", ADMIN_PASSWORD)
+            await api.user("ana")
+        device_id, sub_id = await device_with_subscription(gw, "ana", "Ana's phone", sub)
+        oid = await enqueue(gw, sub_id, device_id, None)
+        await anyio.to_thread.run_sync(fake.wait_arrived, sub.name)
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 5
+    db = Database(settings.resolved_database_url())  # no gateway: nobody sends it again
+    try:
+        async with db.read() as s:
+            row = await s.get(PushOutboxRow, oid)
+    finally:
+        await db.dispose()
+    assert row is not None and row.state == "queued", row and (row.state, row.detail)
+    assert row.detail is not None and "stopped" in row.detail

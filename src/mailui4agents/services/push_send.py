@@ -61,7 +61,15 @@ from mailui4agents.services.push_endpoints import (
     guarded_transport,
 )
 from mailui4agents.services.push_keys import VapidKey
-from mailui4agents.services.push_wire import encrypt, push_headers
+from mailui4agents.services.push_wire import (
+    DETAIL_CHARS,
+    Answer,
+    encrypt,
+    push_headers,
+    read_capped,
+    retry_after_s,
+    since_us,
+)
 from mailui4agents.settings import Settings
 
 log = logging.getLogger("mailui4agents.push")
@@ -71,9 +79,6 @@ KINDS = frozenset({"permission_request", "reminder", "escalation", "decided", "w
 MAX_ATTEMPTS = 5
 TIMEOUT_S = 10.0  # one POST, connection and answer included
 LEASE_S = 60.0  # a claim older than this is taken again (its process died)
-MAX_RETRY_AFTER_S = 3600.0
-BODY_CAP = 4096  # bytes of a push service's answer read (the rest is dropped)
-DETAIL_CHARS = 200
 BATCH = 50
 AT_ONCE = 16
 KEEP_DONE_S = 86400.0  # sent/failed outbox rows are swept after a day (services/scheduler.py)
@@ -166,31 +171,11 @@ class Claim:
     person: str
 
 
-@dataclass
-class Answer:
-    """What one POST came to: the push service's status (None: no answer),
-    what to say about it, and how long it took."""
-
-    status: int | None
-    detail: str
-    latency_us: int
-    retry_after: float | None = None
-
-
 @dataclass(frozen=True)
 class Result:
     status_code: int | None
     detail: str
     latency_ms: float | None
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return min(max(float(value.strip()), 0.0), MAX_RETRY_AFTER_S)
-    except ValueError:
-        return None  # an HTTP date: the backoff decides
 
 
 class PushSender:
@@ -208,6 +193,8 @@ class PushSender:
         self._progress = anyio.Event()
         self._slots = anyio.CapacityLimiter(AT_ONCE)
         self._guarded: httpx.AsyncClient | None = None
+        self._stopping = False
+        self._posting: set[anyio.CancelScope] = set()
         self._allowed: httpx.AsyncClient | None = None
 
     # waking ------------------------------------------------------------------------------
@@ -241,7 +228,14 @@ class PushSender:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._loop_until, stop)
                 await stop.wait()
-                tg.cancel_scope.cancel()
+                # The pass in progress finishes its database work (cancelling an
+                # aiosqlite call midway hangs the process on exit: services/
+                # scheduler.py); only the POSTs waiting on push services are cut
+                # short, and their pushes go back to the queue.
+                self._stopping = True
+                self._wake.set()
+                for scope in list(self._posting):
+                    scope.cancel()
         finally:
             if _SENDERS.get(engine) is self:
                 del _SENDERS[engine]
@@ -366,30 +360,43 @@ class PushSender:
         await self._record(claim, answer)
 
     async def _post(self, claim: Claim) -> Answer:
-        """One POST; an Answer for every outcome but a refused endpoint."""
+        """One POST; an Answer for every outcome but a refused endpoint. Cut short
+        (an Answer without status, so the push is retried) when the gateway stops."""
+        started = time.perf_counter()
+        scope = anyio.CancelScope()
+        if self._stopping:
+            scope.cancel()
+        self._posting.add(scope)
+        try:
+            with scope:
+                return await self._post_now(claim, started)
+        finally:
+            self._posting.discard(scope)
+        return Answer(None, "the gateway stopped before the push service answered", 0)
+
+    async def _post_now(self, claim: Claim, started: float) -> Answer:
         allowed = allowed_by_prefix(claim.endpoint, self.settings.push_endpoint_allow)
-        if not allowed:
-            await check_endpoint(claim.endpoint, ())  # shape and DNS, now (it may have changed)
         client = self._allowed if allowed else self._guarded
         assert client is not None  # run() made them
         body = encrypt(_compact(claim.payload), claim.p256dh, claim.auth)
         headers = push_headers(self.key, claim.endpoint, self.subject, claim.kind, claim.payload)
-        started = time.perf_counter()
         try:
             with anyio.fail_after(TIMEOUT_S):
+                if not allowed:  # shape and DNS, now: they may have changed since
+                    await check_endpoint(claim.endpoint, ())
                 async with client.stream(
                     "POST", claim.endpoint, content=body, headers=headers
                 ) as response:
-                    text = await _read_capped(response)
+                    text = await read_capped(response)
         except TimeoutError:
-            return Answer(None, f"no answer within {TIMEOUT_S:.0f} s", _since(started))
+            return Answer(None, f"no answer within {TIMEOUT_S:.0f} s", since_us(started))
         except httpx.HTTPError as exc:
-            return Answer(None, f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS], _since(started))
+            return Answer(None, f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS], since_us(started))
         return Answer(
             response.status_code,
             text,
-            _since(started),
-            _retry_after(response.headers.get("retry-after")),
+            since_us(started),
+            retry_after_s(response.headers.get("retry-after")),
         )
 
     async def _record(self, claim: Claim, answer: Answer) -> None:
@@ -570,21 +577,6 @@ class PushSender:
                 final = False
                 out[i] = Result(row.status_code, row.detail or row.state, None)
         return out, final
-
-
-async def _read_capped(response: httpx.Response) -> str:
-    """The first BODY_CAP bytes of an answer, as text (push services answer in a few
-    bytes; a huge answer is not read whole)."""
-    got = bytearray()
-    async for chunk in response.aiter_raw():
-        got += chunk
-        if len(got) >= BODY_CAP:
-            break
-    return bytes(got[:BODY_CAP]).decode("utf-8", "replace").strip()[:DETAIL_CHARS]
-
-
-def _since(started: float) -> int:
-    return int((time.perf_counter() - started) * 1_000_000)
 
 
 async def sweep(s: AsyncSession, now: datetime) -> int:

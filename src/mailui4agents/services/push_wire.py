@@ -5,12 +5,15 @@ Authorization (RFC 8292, the `py-vapid` library), and the RFC 8030 headers."""
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import http_ece
+import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid02
 
@@ -19,6 +22,9 @@ from mailui4agents.services.push_keys import VapidKey, b64url, b64url_decode
 URGENT = frozenset({"permission_request", "reminder", "escalation", "test"})
 TTL_S = 12 * 3600  # how long a push service keeps an undelivered push
 JWT_TTL_S = 12 * 3600  # RFC 8292: at most 24 h
+MAX_RETRY_AFTER_S = 3600.0
+BODY_CAP = 4096  # bytes of a push service's answer read (the rest is dropped)
+DETAIL_CHARS = 200
 
 
 def encrypt(plaintext: bytes, p256dh: str, auth: str) -> bytes:
@@ -74,3 +80,44 @@ def push_headers(
     if topic is not None:
         headers["Topic"] = topic
     return headers
+
+
+# --- the answer ---------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    """What one POST came to: the push service's status (None: no answer),
+    what to say about it, and how long it took."""
+
+    status: int | None
+    detail: str
+    latency_us: int
+    retry_after: float | None = None
+
+
+def retry_after_s(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None  # an HTTP date: the backoff decides
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+async def read_capped(response: httpx.Response) -> str:
+    """The first BODY_CAP bytes of an answer, as text (push services answer in a few
+    bytes; a huge answer is not read whole)."""
+    got = bytearray()
+    async for chunk in response.aiter_raw():
+        got += chunk
+        if len(got) >= BODY_CAP:
+            break
+    return bytes(got[:BODY_CAP]).decode("utf-8", "replace").strip()[:DETAIL_CHARS]
+
+
+def since_us(started: float) -> int:
+    return int((time.perf_counter() - started) * 1_000_000)
