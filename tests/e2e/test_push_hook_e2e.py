@@ -103,7 +103,8 @@ async def world(settings: Settings, pushsvc: PushService, tmp_path: Path) -> Asy
                 )
                 assert r.status_code == 201, r.text
                 subs.append(sub)
-            yield World(live, api, pushsvc, sid, *subs, tmp_path)
+            phone, laptop = subs
+            yield World(live, api, pushsvc, sid, phone, laptop, tmp_path)
 
 
 async def _hook_decided_by(world: World, action: str, **extra: Any) -> tuple[HookRun, str]:
@@ -144,8 +145,8 @@ async def test_approve_from_a_notification_lets_the_waiting_hook_run(world: Worl
     ), lines
     shown_lines = [line.strip() for line in lines]
     assert any(line.startswith("push · Ana's phone · decided approved · ") for line in shown_lines)
-    handled = "push · Ana's laptop · decided Already handled: approved by ana from Ana's phone · "
-    assert any(line.startswith(handled) for line in shown_lines), lines
+    replaced = "push · Ana's laptop · decided Already handled: approved by ana from Ana's phone · "
+    assert any(line.startswith(replaced) for line in shown_lines), lines
 
 
 async def test_deny_from_a_notification_denies_the_hook_with_the_note(world: World) -> None:
