@@ -478,7 +478,7 @@ async def test_the_guarded_connection_refuses_private_addresses_and_connects_to_
         connected.append(host)
         raise httpcore.ConnectError("stop here")
 
-    monkeypatch.setattr(push_endpoints.anyio, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(anyio, "getaddrinfo", getaddrinfo)  # as push_endpoints calls it
     monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", connect_tcp)
     async with httpx.AsyncClient(transport=push_endpoints.guarded_transport()) as c:
         with pytest.raises(httpx.ConnectError, match="stop here"):
