@@ -447,7 +447,7 @@ class DevicePairingRow(Base):
 
 class PushSubscriptionRow(Base):
     """A device's Web Push subscription (RFC 8030): one per device, replaced on
-    re-subscribe, removed when the push service answers 404/410 (services/push.py)."""
+    re-subscribe, removed when the push service answers 404/410 (services/push_send.py)."""
 
     __tablename__ = "push_subscriptions"
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
