@@ -38,6 +38,7 @@ pytestmark = pytest.mark.anyio
 
 SECRET = "sk-proj-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
 AWS = "AKIAIOSFODNN7EXAMPLE"
+BAD_TOKENS = 8  # failed logins (bad tokens) an address may have per window here
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +57,7 @@ def settings(
         db_backend,
         push_endpoint_allow=(f"{pushsvc.url}/push/",),
         push_retry_base_s=0.01,
+        login_failures_per_address=BAD_TOKENS,
     )
 
 
@@ -331,6 +333,23 @@ async def test_an_unknown_or_forged_token_is_401(world: World) -> None:
         assert r.status_code == 401, (token, r.text)
     r = await world.act("A" * 101, "approve")  # over the size limit: refused by shape
     assert r.status_code == 400 and r.json()["error"]["field"] == "token", r.text
+
+
+async def test_bad_tokens_count_as_failed_logins_good_ones_never(world: World) -> None:
+    phone = await world.subscribe("ana", "Ana's phone")
+    await world.ask()
+    [payload] = await world.pushed(phone)
+    receipt = {"token": payload["action_token"], "state": "shown"}
+    for _ in range(3 * BAD_TOKENS):  # good tokens use up nothing
+        r = await world.api.http.post("/api/v1/push/receipts", json=receipt)
+        assert r.status_code == 200, r.text
+    for _ in range(BAD_TOKENS):
+        assert (await world.act("B" * 43, "approve")).status_code == 401
+    over = await world.act("B" * 43, "approve")
+    assert over.status_code == 429 and int(over.headers["Retry-After"]) >= 1, over.text
+    # Over the limit the address is refused whatever it brings, a good token too.
+    r = await world.act(payload["action_token"], "approve")
+    assert r.status_code == 429, r.text
 
 
 async def test_a_revoked_devices_token_is_401_at_once(world: World) -> None:

@@ -1,12 +1,13 @@
 """A notification's actions and receipts (docs/remote.md, "Approving from a
 notification"). No login: the action token the push carried is the credential
-(services/push_actions.py holds the rules). A bad token is 401 and counts, like a
-wrong pairing code, against the client address's login budget
-(services/devices.begin_guess): guessing 256-bit tokens is hopeless anyway, but
-nothing unauthenticated goes unlimited."""
+(services/push_actions.py holds the rules). A bad token is 401 and counts as a
+failed login of the client address (its budget of failures shared with logins
+and pairing codes, docs/limits.md): guessing 256-bit tokens is hopeless anyway,
+but nothing unauthenticated goes unlimited."""
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from fastapi import APIRouter, Request
@@ -14,8 +15,9 @@ from pydantic import Field
 
 from mailui4agents.api.deps import GatewayDep
 from mailui4agents.api.validation import StrictBody
+from mailui4agents.domain.errors import RateLimited
 from mailui4agents.errors import ApiError
-from mailui4agents.services import content, devices, push, push_actions
+from mailui4agents.services import content, push, push_actions
 from mailui4agents.state import Gateway
 from mailui4agents.wire.deliveries import ReceiptOut
 from mailui4agents.wire.models import PermissionOut
@@ -42,15 +44,24 @@ def _address(request: Request) -> str:
 
 
 class _Guess:
-    """One use of a token, counted as a failed guess of the client's address
-    unless the token turned out good (whatever the request's answer then)."""
+    """One use of a token. Only a bad token counts, as a failed login of the
+    client address (services/limits.LoginGuard); a good one costs nothing, so
+    receipts and taps never use up the address's login attempts (behind a proxy
+    without --forwarded-allow-ips, everyone shares one address)."""
 
     def __init__(self, gw: Gateway, request: Request) -> None:
-        self.guard, self.address = gw.logins, _address(request)
-        self.stamp = devices.begin_guess(self.guard, self.address)
+        self.failures, self.address = gw.logins.address_failures, _address(request)
+        wait = self.failures.retry_after(self.address)
+        if wait is not None:
+            retry = max(1, math.ceil(wait))
+            raise RateLimited(
+                f"too many bad notification tokens or logins from this address; "
+                f"try again in {retry} s",
+                retry_after=retry,
+            )
 
-    def good(self) -> None:
-        devices.guess_succeeded(self.guard, self.address, self.stamp)
+    def bad(self) -> None:
+        self.failures.hit(self.address)
 
 
 @router.post("/actions", response_model=PermissionOut, response_model_exclude_unset=True)
@@ -63,14 +74,10 @@ async def push_action(body: ActionIn, request: Request, gw: GatewayDep) -> Permi
     guess = _Guess(gw, request)
     try:
         async with gw.write() as s:
-            out = await push_actions.act(s, body.token, body.action, body.note)
+            return await push_actions.act(s, body.token, body.action, body.note)
     except push_actions.BadToken as bad:
+        guess.bad()
         raise ApiError(401, "unauthorized", bad.message) from None
-    except Exception:
-        guess.good()  # a good token, refused for another reason (400, 409)
-        raise
-    guess.good()
-    return out
 
 
 @router.post("/receipts", response_model=ReceiptOut)
@@ -81,6 +88,6 @@ async def push_receipt(body: ReceiptIn, request: Request, gw: GatewayDep) -> Rec
         async with gw.write() as s:
             recorded = await push_actions.receipt(s, body.token, body.state)
     except push_actions.BadToken as bad:
+        guess.bad()
         raise ApiError(401, "unauthorized", bad.message) from None
-    guess.good()
     return ReceiptOut(state=body.state, recorded=recorded)
