@@ -192,7 +192,8 @@ MAX_DELIVERIES = 500
 
 
 async def deliveries(s: AsyncSession, who: Principal, request_id: str) -> list[DeliveryOut]:
-    """What happened to the request on each channel and device, in order, for a
+    """What happened to the request on each channel and device, in time order (the
+    sender and the request write from different transactions: ids are not), for a
     decider of its session: others get what deciding would answer (404 for who
     may not read the session, 403 for a reader without the power — an admin who
     is not a decider, a person cc'd in; docs/access.md).
@@ -206,7 +207,7 @@ async def deliveries(s: AsyncSession, who: Principal, request_id: str) -> list[D
     rows = await s.scalars(
         select(RequestDeliveryRow)
         .where(RequestDeliveryRow.request_id == request_id)
-        .order_by(RequestDeliveryRow.id)
+        .order_by(RequestDeliveryRow.at, RequestDeliveryRow.id)
         .limit(MAX_DELIVERIES)
     )
     out = [
