@@ -168,19 +168,40 @@ class Device:
         self.registration_id = until(
             lambda: ours() or page.evaluate("0"), "the worker's registration on CDP"
         )
+        self.pushed = 0
         worker = next((w for w in ctx.service_workers if w.url == f"{origin}/sw.js"), None)
         self.worker = worker or ctx.wait_for_event("serviceworker")
 
-    def push(self, payload: dict[str, Any]) -> None:
-        """What the browser does when its push service brings a message."""
+    def push(self, payload: dict[str, Any] | str) -> None:
+        """What the browser does when its push service brings a message; returns
+        once the worker has handled it (its showNotification settled)."""
+        self.pushed += 1
         self.cdp.send(
             "ServiceWorker.deliverPushMessage",
             {
                 "origin": self.origin,
                 "registrationId": self.registration_id,
-                "data": json.dumps(payload),
+                "data": payload if isinstance(payload, str) else json.dumps(payload),
             },
         )
+        # Chromium reconciles its list of notifications with what is on screen
+        # when getNotifications() is called: asked while one is still being shown,
+        # it can drop that one. So the list is read only after the worker is done.
+        done = self.worker.evaluate(
+            """([n, ms]) => new Promise((resolve) => {
+                const end = Date.now() + ms;
+                const check = () => {
+                    const s = self.pushState;
+                    if (s.shown + s.errors.length >= n) resolve(s);
+                    else if (Date.now() > end) resolve(null);
+                    else setTimeout(check, 20);
+                };
+                check();
+            })""",
+            [self.pushed, DEADLINE_S * 1000],
+        )
+        assert done is not None, f"the worker handled fewer than {self.pushed} pushes"
+        assert not done["errors"], done["errors"]
 
     def notifications(self, tag: str | None = None) -> list[dict[str, Any]]:
         got: list[dict[str, Any]] = self.page.evaluate(NOTIFICATIONS_JS, tag)
@@ -191,7 +212,21 @@ class Device:
         shown a notification `tag` (titled `title`)."""
         # The predicate must answer at once: each poll starts a read and answers
         # what the last finished read found.
-        found = self.page.wait_for_function(
+        try:
+            found = self._wait_for(tag, title)
+        except Exception as exc:
+            raise AssertionError(
+                f"no notification {tag!r} titled {title!r} within {DEADLINE_S} s; "
+                f"shown: {self.notifications()}; read error: "
+                f"{self.page.evaluate('window.__notes && window.__notes.error')}; "
+                f"the worker: {self.worker.evaluate('self.pushState')}"
+            ) from exc
+        self.page.evaluate("window.__notes = null")
+        out: dict[str, Any] = found.json_value()
+        return out
+
+    def _wait_for(self, tag: str, title: str | None) -> Any:
+        return self.page.wait_for_function(
             f"""([tag, title]) => {{
                 const w = window.__notes || (window.__notes = {{ busy: false, hit: null }});
                 if (!w.busy) {{
@@ -199,7 +234,7 @@ class Device:
                     ({NOTIFICATIONS_JS})(tag).then((ns) => {{
                         w.hit = ns.find((n) => title === null || n.title === title) || null;
                         w.busy = false;
-                    }});
+                    }}, (e) => {{ w.error = String(e); w.busy = false; }});
                 }}
                 return w.hit;
             }}""",
@@ -207,9 +242,6 @@ class Device:
             polling=100,
             timeout=DEADLINE_S * 1000,
         )
-        self.page.evaluate("window.__notes = null")
-        out: dict[str, Any] = found.json_value()
-        return out
 
     def click(self, tag: str, action: str) -> dict[str, Any]:
         """A click on the notification's button `action` ("" = its body), run by
@@ -263,10 +295,7 @@ def test_a_push_shows_a_notification_with_its_title_tag_and_buttons(
     device.push(request_payload(other, url="https://evil.invalid/phish"))
     assert device.wait_notification(other)["data"]["url"] == "/approvals"
     # Something that is not JSON still shows (userVisibleOnly), saying so.
-    device.cdp.send(
-        "ServiceWorker.deliverPushMessage",
-        {"origin": web.url, "registrationId": device.registration_id, "data": "not json"},
-    )
+    device.push("not json")
     assert "could not be read" in device.wait_notification("", "MailUI4Agents")["body"]
 
 

@@ -149,7 +149,25 @@ async function showPush(payload) {
   if (!HANDLED.has(options.data.type)) await receipt(d.action_token, "shown");
 }
 
-self.addEventListener("push", (event) => { event.waitUntil(showPush(event.data)); });
+// What this worker did with pushes since it started (read by the browser tests;
+// an error is kept, never swallowed).
+self.pushState = { received: 0, shown: 0, errors: [] };
+
+async function onPush(payload) {
+  self.pushState.received++;
+  try {
+    await showPush(payload);
+    self.pushState.shown++;
+  } catch (e) {
+    self.pushState.errors.push(String((e && e.stack) || e));
+    // Still show something: a push the person cannot see is a request missed.
+    await self.registration.showNotification("MailUI4Agents", {
+      body: "A request may be waiting. Open the approvals page.", data: { url: "/approvals" },
+    });
+  }
+}
+
+self.addEventListener("push", (event) => { event.waitUntil(onPush(event.data)); });
 
 // ---- a click on a notification or one of its buttons --------------------------
 
