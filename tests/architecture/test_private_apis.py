@@ -152,6 +152,27 @@ def _check_methods(
     return problems
 
 
+def _check_source_methods(base: type, expected: dict[str, list[str]]) -> list[str]:
+    """As _check_methods, from the class's definition in its module's source file."""
+    source = Path(inspect.getfile(base)).read_text(encoding="utf-8")
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == base.__name__:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    args = item.args
+                    names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+                    found[item.name] = names[1:]
+    problems: list[str] = []
+    for name, params in expected.items():
+        where = f"{base.__module__}.{base.__qualname__}.{name}"
+        if name not in found:
+            problems.append(f"{where} is gone")
+        elif found[name] != params:
+            problems.append(f"{where} takes {found[name]}, the subclass expects {params}")
+    return problems
+
+
 def _fail(dist: str, problems: list[str]) -> None:
     if problems:
         version = importlib.metadata.version(dist)
@@ -211,8 +232,10 @@ def test_uvicorn_httptools_protocol_still_has_what_header_limits_overrides() -> 
 def test_uvicorn_server_still_has_what_serve_wraps() -> None:
     # cli/serve.py replaces server.startup (to print the bound address, reading
     # server.servers) and server.handle_exit (to end event streams first).
-    problems = _check_methods(
-        "uvicorn", Server, {"startup": ["sockets"], "handle_exit": ["sig", "frame"]}
+    # Read from uvicorn's source, not the live class: a test in the same worker
+    # may have wrapped Server.handle_exit (a stopping gateway's own wrapper).
+    problems = _check_source_methods(
+        Server, {"startup": ["sockets"], "handle_exit": ["sig", "frame"]}
     )
     if not inspect.iscoroutinefunction(Server.startup):
         problems.append("uvicorn.Server.startup is no longer a coroutine function")
