@@ -801,6 +801,14 @@ NOTIFICATION_SPY = """(() => {
   Object.defineProperty(Spy, "permission", { get: () => Real.permission });
   Spy.requestPermission = (...a) => Real.requestPermission(...a);
   window.Notification = Spy;
+  // Once the service worker controls the page, the page notifies through it.
+  const proto = window.ServiceWorkerRegistration && ServiceWorkerRegistration.prototype;
+  if (!proto) return;
+  const show = proto.showNotification;
+  proto.showNotification = function (title, options) {
+    window.__notes.push({ title, body: options && options.body });
+    return show.call(this, title, options);
+  };
 })();"""
 
 
@@ -810,7 +818,9 @@ def test_notification_announces_a_new_request_only_when_allowed(
 ) -> None:
     """The page calls the Notification API for a new request when the person
     granted the permission (set in the browser context), never when denied. A spy
-    around the real constructor records the calls."""
+    around the real constructor and around the service worker's
+    showNotification (the page uses it once the worker controls the page)
+    records the calls."""
     ana = web.user("ana")
     bot = web.agent("bot")
     sid = web.session_with(ana, bot)["session_id"]
@@ -833,9 +843,15 @@ def test_notification_announces_a_new_request_only_when_allowed(
     page.context.add_init_script(NOTIFICATION_SPY)
     page.reload()
     live(page)
+    # The worker registers on the first load and claims the page; waiting for it
+    # makes the path the same on every run (the one a returning person takes).
+    page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=10_000)
     assert page.evaluate("Notification.permission") == setting
     web.ask(bot, sid, kind="approval", tool_name="Bash", tool_input={"command": "make release"})
     expect(request_region(page, "Bash")).to_be_visible()  # the event arrived and was handled
+    if setting == "granted":
+        # Through the service worker the call comes after its `ready` promise.
+        page.wait_for_function("window.__notes.length > 0", timeout=10_000)
     notes = page.evaluate("window.__notes")
     if setting == "granted":
         assert notes == [{"title": "Approval requested", "body": f"{bot}: Bash"}]
