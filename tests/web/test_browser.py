@@ -855,8 +855,23 @@ def test_notification_announces_a_new_request_only_when_allowed(
     notes = page.evaluate("window.__notes")
     if setting == "granted":
         assert notes == [{"title": "Approval requested", "body": f"{bot}: Bash"}]
-        expect(page.get_by_role("button", name="Enable notifications")).to_be_hidden()
+        expect(page.get_by_role("link", name="Turn on notifications on this device")).to_be_hidden()
     else:
         assert notes == []
         # Denied is final: the page does not offer to ask again.
-        expect(page.get_by_role("button", name="Enable notifications")).to_be_hidden()
+        expect(page.get_by_role("link", name="Turn on notifications on this device")).to_be_hidden()
+
+
+def test_approvals_page_sends_a_person_without_notifications_to_devices(
+    web: Web, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    """While the browser's permission is not given, /approvals links to the one
+    place that turns notifications on (permission and push subscription)."""
+    ana = web.user("ana")
+    page, _ = open_as(browser, contexts, web, ana, path="/approvals")
+    assert page.evaluate("Notification.permission") == "default"
+    link = page.get_by_role("link", name="Turn on notifications on this device")
+    expect(link).to_be_visible()
+    link.click()
+    expect(page.get_by_role("heading", name="Notifications on this device")).to_be_visible()
+    assert page.url.endswith("/devices#push-h")

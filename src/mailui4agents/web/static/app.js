@@ -438,10 +438,9 @@
     setup(document);
     uploads();
     const n = document.getElementById("notify");
-    if (n && "Notification" in window && Notification.permission === "default") {
-      n.hidden = false;
-      n.addEventListener("click", () => Notification.requestPermission().then(() => { n.hidden = true; }));
-    }
+    // Notifications are turned on in one place, /devices: the browser's permission
+    // and this device's push subscription together (push.js).
+    if (n && "Notification" in window && Notification.permission === "default") n.hidden = false;
     setInterval(tick, 1000);
     registerWorker();
     offlineRetry();
