@@ -2,7 +2,7 @@
 own issue numbers, a commit hash, or a path outside the repository (`../shared`).
 A public issue elsewhere is cited by its full URL.
 
-CHANGELOG.md is history kept by the maintainers and left out here.
+CHANGELOG.md is read by users who see only the repository: it is checked too.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ DOCUMENTS = sorted(
     [
         *DOCS.rglob("*.md"),
         REPO / "README.md",
-        *[p for p in [REPO / "CONTRIBUTING.md"] if p.exists()],
+        *[p for p in [REPO / "CONTRIBUTING.md", REPO / "CHANGELOG.md"] if p.exists()],
     ]
 )
 

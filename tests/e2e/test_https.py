@@ -1,5 +1,5 @@
 """`agentmail serve --tls-cert --tls-key`: https by uvicorn itself, with a
-certificate of a CA of our own (docs/remote.md, "A LAN with a CA of your own");
+certificate of a CA of our own (docs/remote.md, "A LAN with a certificate of your own CA");
 Secure cookies; the warning for plain http on an address that is not loopback
 (src/mailui4agents/cli/serve.py)."""
 

@@ -1,6 +1,6 @@
 """The gateway behind a real Caddy (Debian package `caddy`) terminating https
 with a certificate of our own CA, the gateway on 127.0.0.1 with
-`--forwarded-allow-ips 127.0.0.1` (docs/remote.md, "Behind Caddy").
+`--forwarded-allow-ips 127.0.0.1` (docs/remote.md, "Behind Caddy with a real certificate").
 
 Every 127.x address is this machine's loopback, so each role connects from its
 own: Caddy reaches the gateway from 127.0.0.1 (the trusted proxy), clients come

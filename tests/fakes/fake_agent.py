@@ -1,5 +1,5 @@
 """A small headless agent CLI that follows the bridge's command-runner protocol
-(docs/bridge.md, "Command runner") — the stand-in for DSH, homeagent or an
+(docs/bridge.md, "Any headless agent (`--runner command -- CMD ARGS...`)") — the stand-in for DSH, homeagent or an
 in-house script.
 
 It reads the prompt on stdin and acts on directive lines found in it (the

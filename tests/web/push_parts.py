@@ -236,7 +236,7 @@ class Device:
 
 
 def request_payload(request_id: str, **extra: Any) -> dict[str, Any]:
-    """A push as the gateway sends it for a new request (docs/api.md, "Push payload")."""
+    """A push as the gateway sends it for a new request (docs/remote.md, "Approving from a notification")."""
     return {
         "type": "permission_request",
         "request_id": request_id,
@@ -268,7 +268,7 @@ def anonymous_device(
 ) -> Device:
     """A browser with the app's worker and no login: a notification's buttons need
     none (the action token is the credential), and no page of the person is shown,
-    which would hold pushes back (docs/web.md, "Presence")."""
+    which would hold pushes back (docs/web.md, "Live")."""
     ctx = browser.new_context(base_url=web.url, viewport=viewport)  # type: ignore[arg-type]
     contexts.append(ctx)
     page = ctx.new_page()

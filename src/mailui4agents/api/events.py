@@ -217,7 +217,7 @@ def _open(request: Request, gw: Gateway, who: Principal) -> EventStream:
 
 
 # What a stream carries, for the OpenAPI document: frames whose `data` is one of
-# the event models (docs/api.md, "Events").
+# the event models (docs/api.md, "Events (SSE)").
 STREAM: dict[int | str, dict[str, Any]] = {
     200: {
         "model": EventFrame,

@@ -1,4 +1,4 @@
-"""Knowing when a turn is parked on a human (docs/bridge.md, "Parking").
+"""Knowing when a turn is parked on a human (docs/bridge.md, "Ordering, limits, parking").
 
 While a hook waits for a decision, the turn is *parked*: it does not count
 toward ``--concurrency`` and its turn timeout pauses. The hook is a separate

@@ -1,4 +1,4 @@
-"""Per-session serial queues over a bounded pool (docs/bridge.md, "Ordering").
+"""Per-session serial queues over a bounded pool (docs/bridge.md, "Ordering, limits, parking").
 
 One mail session is strictly serial: its next mail starts only when the
 previous turn is over. Different sessions run in parallel, at most

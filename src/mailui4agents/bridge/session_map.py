@@ -1,4 +1,4 @@
-"""Mail session ↔ platform session, persisted (docs/bridge.md, "Sessions").
+"""Mail session ↔ platform session, persisted (docs/bridge.md, "One turn", step 4).
 
 Without it every mail would start the model from zero. The map is one small
 JSON file, replaced atomically (write a temporary file, fsync, rename), so a

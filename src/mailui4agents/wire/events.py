@@ -1,4 +1,4 @@
-"""The names of the live events, in one place (docs/api.md, "Events").
+"""The names of the live events, in one place (docs/api.md, "Events (SSE)").
 
 `EventType` is a `StrEnum`: each member equals its wire string, so stored rows,
 SSE frames and comparisons with plain strings keep working unchanged.
