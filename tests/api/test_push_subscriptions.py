@@ -329,3 +329,71 @@ async def test_push_test_reports_each_devices_answer(people: Api, fake: PushServ
     stats = await api.http.get("/api/v1/push/stats", headers=api.auth("admin"))
     assert stats.json()["counts"]["sent"] >= 1 and stats.json()["counts"]["failed"] >= 1
     assert (await api.http.get("/api/v1/push/stats", headers=api.auth("ana"))).status_code == 403
+
+
+def renewal(old: Any, new: Any, **change: Any) -> dict[str, Any]:
+    """The worker's POST on `pushsubscriptionchange` (static/sw.js renewSubscription)."""
+    o, n = old.to_json(), new.to_json()
+    body = {"old_endpoint": o["endpoint"], "old_auth": o["keys"]["auth"], **n}
+    body.pop("expirationTime", None)
+    return {**body, **change}
+
+
+async def test_a_renewed_subscription_keeps_the_device_pushed_at_the_new_endpoint(
+    people: Api, fake: PushService
+) -> None:
+    """No login: the old endpoint with its auth secret proves the browser. The row
+    is replaced in place (same device); the next push goes to the new endpoint."""
+    api = people
+    old, new = fake.make_subscription(), fake.make_subscription()
+    made = await subscribe(api, {**old.to_json(), "device_name": "Ana's phone"}, api.auth("ana"))
+    assert made.status_code == 201
+    url = "/api/v1/push/subscriptions/renew"
+    r = await api.http.post(url, json=renewal(old, new))
+    assert r.status_code == 200, r.text
+    assert r.json() == {"device_id": made.json()["device_id"]}
+    async with gateway_of(api).read() as s:
+        [row] = (await s.scalars(select(PushSubscriptionRow))).all()
+    assert (row.id, row.endpoint) == (made.json()["id"], new.to_json()["endpoint"])
+    tested = await api.http.post("/api/v1/push/test", headers=api.auth("ana"))
+    assert [i["status_code"] for i in tested.json()["items"]] == [201]
+    assert fake.received(old.name) == [] and len(fake.received(new.name)) == 1
+    # The old pair proves nothing any more.
+    again = await api.http.post(url, json=renewal(old, fake.make_subscription()))
+    assert again.status_code == 404
+
+
+async def test_renewal_is_refused_for_a_wrong_secret_a_bad_endpoint_and_a_revoked_device(
+    people: Api, fake: PushService
+) -> None:
+    api = people
+    url = "/api/v1/push/subscriptions/renew"
+    old, new = fake.make_subscription(), fake.make_subscription()
+    made = await subscribe(api, {**old.to_json(), "device_name": "Ana's phone"}, api.auth("ana"))
+    assert made.status_code == 201
+    # Another browser's secret with this endpoint: 404, and it counts against the address.
+    failures = gateway_of(api).logins.address_failures
+    before = len(failures._hits.get("127.0.0.1", ()))
+    guess = fake.make_subscription().to_json()["keys"]["auth"]
+    wrong = await api.http.post(url, json=renewal(old, new, old_auth=guess))
+    assert wrong.status_code == 404
+    assert len(failures._hits.get("127.0.0.1", ())) == before + 1
+    # The new endpoint obeys the endpoint rule: no POSTs into the private network.
+    private = await api.http.post(url, json=renewal(old, new, endpoint="https://10.0.0.1/x"))
+    assert private.status_code == 400 and error(private)["field"] == "endpoint"
+    bad_key = await api.http.post(
+        url, json=renewal(old, new, keys={"p256dh": "BAAA", "auth": new.to_json()["keys"]["auth"]})
+    )
+    assert bad_key.status_code == 400 and error(bad_key)["field"] == "keys.p256dh"
+    async with gateway_of(api).read() as s:
+        [row] = (await s.scalars(select(PushSubscriptionRow))).all()
+    assert row.endpoint == old.to_json()["endpoint"]  # nothing half-written
+    # A device whose login ended (logged out, expired) is not pushed: its pair
+    # proves nothing either. (Revoking deletes the device and its subscription.)
+    async with gateway_of(api).write() as s:
+        device = await s.get(DeviceRow, made.json()["device_id"])
+        assert device is not None
+        token = await s.get(UserTokenRow, device.token_id)
+        assert token is not None
+        token.revoked_at = token.created_at
+    assert (await api.http.post(url, json=renewal(old, new))).status_code == 404

@@ -162,6 +162,33 @@ def test_turning_notifications_on_and_off_on_the_devices_page(
     assert page.evaluate("sessionStorage.getItem('test-push-subscription')") is None
 
 
+def test_a_replaced_subscription_is_renewed_by_the_worker(
+    pushweb: Web, pushes: PushService, browser: Browser, contexts: list[BrowserContext]
+) -> None:
+    """`pushsubscriptionchange`: the worker (its own handler, run in its context,
+    with the old and the new subscription as the browser gives them) tells the
+    gateway, which pushes the device at the new endpoint from then on; an old
+    subscription the gateway does not hold is refused, and the worker says so."""
+    web = pushweb
+    ana = web.user("ana")
+    old = push_device(web, pushes, ana, "Ana's phone")
+    new = pushes.make_subscription()
+    device = anonymous_device(browser, contexts, web)
+    renew = """([o, n]) => self.renewSubscription({ toJSON: () => o }, { toJSON: () => n })"""
+    done = device.worker.evaluate(renew, [old.to_json(), new.to_json()])
+    assert done == {"outcome": "renewed", "status": 200}
+    tested = web.http.post("/api/v1/push/test", headers=web.auth(ana))
+    assert [i["status_code"] for i in tested.json()["items"]] == [201]
+    pushes.wait(1, new.name)
+    assert pushes.received(old.name) == []
+    stranger = pushes.make_subscription()
+    refused = device.worker.evaluate(renew, [stranger.to_json(), new.to_json()])
+    assert refused == {"outcome": "refused", "status": 404}
+    assert device.worker.evaluate("self.renewSubscription(null, null)") == {
+        "outcome": "no old subscription"
+    }
+
+
 def test_a_refused_subscription_and_blocked_notifications_are_said(
     pushweb: Web, browser: Browser, contexts: list[BrowserContext]
 ) -> None:

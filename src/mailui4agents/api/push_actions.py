@@ -14,13 +14,16 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 
 from mailui4agents.api.deps import GatewayDep
+from mailui4agents.api.push import SubscriptionKeys
 from mailui4agents.api.validation import StrictBody
-from mailui4agents.domain.errors import RateLimited
+from mailui4agents.domain.errors import RateLimited, invalid_value, not_found
 from mailui4agents.errors import ApiError
-from mailui4agents.services import content, push, push_actions
+from mailui4agents.services import content, push, push_actions, push_subscriptions
+from mailui4agents.services.push_endpoints import MAX_ENDPOINT, EndpointRefused, check_endpoint
 from mailui4agents.state import Gateway
 from mailui4agents.wire.deliveries import ReceiptOut
 from mailui4agents.wire.models import PermissionOut
+from mailui4agents.wire.push import RenewOut
 
 router = APIRouter(prefix="/api/v1/push", tags=["push"])
 
@@ -37,6 +40,17 @@ class ActionIn(StrictBody):
 class ReceiptIn(StrictBody):
     token: str = Field(min_length=1, max_length=push.MAX_TOKEN_CHARS)
     state: Literal["shown", "opened"]
+
+
+class RenewIn(StrictBody):
+    """What the service worker has on `pushsubscriptionchange`: the old
+    subscription's endpoint and auth secret, and the new subscription."""
+
+    old_endpoint: str = Field(min_length=1, max_length=MAX_ENDPOINT)
+    old_auth: str = Field(min_length=1, max_length=100)
+    endpoint: str = Field(min_length=1, max_length=MAX_ENDPOINT)
+    keys: SubscriptionKeys
+    expirationTime: float | None = None  # the browser's own field name
 
 
 def _address(request: Request) -> str:
@@ -91,3 +105,28 @@ async def push_receipt(body: ReceiptIn, request: Request, gw: GatewayDep) -> Rec
         guess.bad()
         raise ApiError(401, "unauthorized", bad.message) from None
     return ReceiptOut(state=body.state, recorded=recorded)
+
+
+@router.post("/subscriptions/renew", response_model=RenewOut)
+async def renew_subscription(body: RenewIn, request: Request, gw: GatewayDep) -> RenewOut:
+    """The browser replaced its subscription: the device keeps being pushed, at the
+    new endpoint. 404 (a failed login of the address) when the old endpoint and auth
+    secret match no live device's subscription; 400 `endpoint` as for subscribing."""
+    guess = _Guess(gw, request)
+    try:
+        await check_endpoint(body.endpoint, gw.settings.push_endpoint_allow)
+    except EndpointRefused as exc:
+        raise invalid_value("endpoint", str(exc)) from None
+    async with gw.write() as s:
+        device_id = await push_subscriptions.renew(
+            s,
+            old_endpoint=body.old_endpoint,
+            old_auth=body.old_auth,
+            endpoint=body.endpoint,
+            p256dh=body.keys.p256dh,
+            auth=body.keys.auth,
+        )
+    if device_id is None:
+        guess.bad()
+        raise not_found("push subscription with that old endpoint and auth secret")
+    return RenewOut(device_id=device_id)

@@ -20,6 +20,7 @@ Which device a subscription belongs to follows from the login that makes it:
 
 from __future__ import annotations
 
+import hmac
 import unicodedata
 from dataclasses import dataclass
 
@@ -159,6 +160,39 @@ async def subscribe(
     device.push_notice = None  # pushing works again
     await s.flush()
     return row.id, device.id
+
+
+async def renew(
+    s: AsyncSession, *, old_endpoint: str, old_auth: str, endpoint: str, p256dh: str, auth: str
+) -> str | None:
+    """The browser replaced a subscription (`pushsubscriptionchange`, static/sw.js):
+    the row of the old one takes the new endpoint and keys, in place, for the same
+    device. No login: the old endpoint together with its 16-byte auth secret — which
+    only that browser and the gateway hold — is the credential. A device's id, or
+    None when no live device's subscription matches (the caller counts a bad guess).
+    The new endpoint is checked by the caller first, as for `subscribe`."""
+    check_keys(p256dh, auth)
+    rows = await s.scalars(
+        select(PushSubscriptionRow).where(PushSubscriptionRow.endpoint == old_endpoint)
+    )
+    # One browser subscription can be held by two people's devices (a shared
+    # browser, logged in by each in turn): each keeps it.
+    renewed: str | None = None
+    for row in rows.all():
+        if not hmac.compare_digest(row.auth.encode(), old_auth.encode()):
+            continue
+        device = await s.get(DeviceRow, row.device_id)
+        assert device is not None  # the foreign key cascades
+        live = await s.scalar(
+            devices.live_device_ids(device.user_id, utcnow()).where(DeviceRow.id == device.id)
+        )
+        if live is None:  # revoked or logged out: its subscription is dead too
+            continue
+        row.endpoint, row.p256dh, row.auth, row.last_ok_at = endpoint, p256dh, auth, None
+        device.push_notice = None
+        renewed = renewed or device.id
+    await s.flush()
+    return renewed
 
 
 async def unsubscribe(s: AsyncSession, who: Principal, subscription_id: str) -> None:

@@ -6,6 +6,12 @@ from __future__ import annotations
 from mailui4agents.wire.models import Lenient
 
 
+class RenewOut(Lenient):
+    """A renewed subscription: the device it belongs to, pushed at the new endpoint."""
+
+    device_id: str
+
+
 class VapidKeyOut(Lenient):
     """The gateway's VAPID public key: base64url of the uncompressed P-256 point,
     what a page passes as `applicationServerKey` to `PushManager.subscribe()`."""

@@ -248,3 +248,37 @@ self.handleNotificationAction = async function handleNotificationAction(notifica
 self.addEventListener("notificationclick", (event) => {
   event.waitUntil(self.handleNotificationAction(event.notification, event.action));
 });
+
+// ---- the browser replaced the subscription ------------------------------------
+
+// The push service may expire or rotate a subscription; the browser then fires
+// `pushsubscriptionchange`. The gateway is told the new one, proved by the old
+// endpoint and its auth secret (POST /api/v1/push/subscriptions/renew: no cookie,
+// which a worker cannot send with the page's CSRF token). Without the old one
+// (some browsers give none) there is nothing to prove it with: the gateway's
+// next push to the old endpoint is answered 404/410, the subscription is removed,
+// and the person sees it on their next page (docs/remote.md, "When a push fails").
+// Exposed so that a test can run it in the worker; answers what it did.
+self.renewSubscription = async function renewSubscription(oldSub, newSub) {
+  const old = oldSub && oldSub.toJSON();
+  if (!old || !old.endpoint || !old.keys || !old.keys.auth) return { outcome: "no old subscription" };
+  let sub = newSub;
+  try {
+    if (!sub) {
+      const kr = await fetch("/api/v1/push/vapid-public-key", { credentials: "omit", cache: "no-store" });
+      const key = (await kr.json()).key;
+      sub = await self.registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+    }
+    const fresh = sub.toJSON();
+    const response = await postJSON("/api/v1/push/subscriptions/renew", {
+      old_endpoint: old.endpoint, old_auth: old.keys.auth, endpoint: fresh.endpoint, keys: fresh.keys,
+    });
+    return { outcome: response.ok ? "renewed" : "refused", status: response.status };
+  } catch (e) {
+    return { outcome: "failed", error: String(e) };
+  }
+};
+
+self.addEventListener("pushsubscriptionchange", (event) => {
+  event.waitUntil(self.renewSubscription(event.oldSubscription, event.newSubscription));
+});
