@@ -1,6 +1,6 @@
 """A small headless agent CLI that follows the bridge's command-runner protocol
-(docs/bridge.md, "Any headless agent (`--runner command -- CMD ARGS...`)") — the stand-in for DSH, homeagent or an
-in-house script.
+(docs/bridge.md, "Any headless agent (`--runner command -- CMD ARGS...`)")
+— the stand-in for DSH, homeagent or an in-house script.
 
 It reads the prompt on stdin and acts on directive lines found in it (the
 mail body is part of the prompt):

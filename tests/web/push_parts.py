@@ -236,7 +236,8 @@ class Device:
 
 
 def request_payload(request_id: str, **extra: Any) -> dict[str, Any]:
-    """A push as the gateway sends it for a new request (docs/remote.md, "Approving from a notification")."""
+    """A push as the gateway sends it for a new request
+    (docs/remote.md, "Approving from a notification")."""
     return {
         "type": "permission_request",
         "request_id": request_id,

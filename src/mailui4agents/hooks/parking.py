@@ -1,4 +1,5 @@
-"""Tell the bridge that this hook is waiting on a human (docs/bridge.md, "Ordering, limits, parking").
+"""Tell the bridge that this hook is waiting on a human
+(docs/bridge.md, "Ordering, limits, parking").
 
 A mail-driven turn's hook gets ``AGENTMAIL_BRIDGE_SOCKET`` and
 ``AGENTMAIL_BRIDGE_TURN`` from the bridge. While the hook waits for a decision
