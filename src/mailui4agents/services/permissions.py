@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from mailui4agents.db.tables import PermissionRow, SessionDeciderRow, SessionRow
+from mailui4agents.db.tables import PermissionRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import Conflict, not_found
 from mailui4agents.services import access, delivery, push
@@ -245,8 +245,7 @@ async def list_for_human(
         SessionRow, SessionRow.id == PermissionRow.session_id
     )
     # What this human may decide, nothing else (admins included: docs/access.md).
-    decidable = select(SessionDeciderRow.session_id).where(SessionDeciderRow.name == human.name)
-    stmt = stmt.where(PermissionRow.session_id.in_(decidable))
+    stmt = stmt.where(access.decides(human.name, PermissionRow.session_id))
     if status == "pending":
         stmt = stmt.where(PermissionRow.status == "pending")
     elif status == "decided":
