@@ -479,6 +479,7 @@ class PermissionDecisionEvent(Lenient):
     note: str | None = None
     answers: list[str] | None = None
     decided_by: str | None = None
+    decided_via: DecidedVia | None = None
 
 
 class ResetEvent(Lenient):
