@@ -12,8 +12,7 @@ answer"), the gateway expired or cancelled the question, or refused to ask.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import anyio
 from mcp.server.fastmcp.exceptions import ToolError
@@ -22,6 +21,7 @@ from mailui4agents.client import AsyncClient, waiting
 from mailui4agents.client.asking import Decision
 from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.relay_keys import ask_relay_key as relay_key
+from mailui4agents.wire.models import Duplicate, PermissionOut
 
 
 async def ask(
@@ -37,7 +37,7 @@ async def ask(
     deadline = anyio.current_time() + timeout_s
     key = relay_key(session_id)
 
-    async def post(seconds_left: float) -> Mapping[str, Any]:
+    async def post(seconds_left: float) -> PermissionOut | Duplicate:
         return await client.request_permission(
             session_id,
             key,
