@@ -4,7 +4,7 @@ reconnect and the final check at the deadline."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import anyio
@@ -14,6 +14,7 @@ import pytest
 from mailui4agents.client import AsyncClient, waiting
 from mailui4agents.client.errors import ApiError
 from mailui4agents.client.models import Event
+from mailui4agents.wire.models import PermissionOut
 
 pytestmark = pytest.mark.anyio
 
@@ -44,12 +45,19 @@ class Scripted:
                 yield step
         await self.done.wait()  # then the stream stays open, silent
 
-    async def get_permission(self, request_id: str, wait: float = 0) -> dict[str, Any]:
+    async def get_permission(self, request_id: str, wait: float = 0) -> PermissionOut:
         answer = self.status[min(self.reads, len(self.status) - 1)]
         self.reads += 1
         if isinstance(answer, ApiError):
             raise answer
-        return answer
+        return permission(**answer)
+
+
+def permission(**fields: Any) -> PermissionOut:
+    """A PermissionOut, as the typed client answers (the fields given, over a pending one)."""
+    base = {"id": "r-1", "session_id": "s-1", "kind": "approval", "agent": "claude",
+            "status": "pending", "created_at": "2026-12-01T12:00:00Z"}  # fmt: skip
+    return PermissionOut.model_validate({**base, **fields})
 
 
 def decision(request_id: str, what: str = "approve") -> Event:
@@ -59,8 +67,8 @@ def decision(request_id: str, what: str = "approve") -> Event:
 
 
 async def ask(client: Scripted, *, within: float = 5.0) -> waiting.Outcome:
-    async def post(_left: float) -> Mapping[str, Any]:
-        return {"id": "r-1", "status": "pending"}
+    async def post(_left: float) -> PermissionOut:
+        return permission()
 
     deadline = anyio.current_time() + within
     return await waiting.ask_and_wait(cast(AsyncClient, client), post, KEY, deadline)
@@ -104,9 +112,9 @@ async def test_a_gateway_gone_at_the_deadline_is_a_timeout_that_says_so() -> Non
 async def test_nothing_is_posted_before_the_stream_is_open() -> None:
     posted: list[float] = []
 
-    async def post(left: float) -> Mapping[str, Any]:
+    async def post(left: float) -> PermissionOut:
         posted.append(left)
-        return {"id": "r-1", "status": "pending"}
+        return permission()
 
     client = Scripted([], [{}])  # never connects
     deadline = anyio.current_time() + 0.3

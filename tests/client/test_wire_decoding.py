@@ -26,6 +26,7 @@ from mailui4agents.client.stream import iter_events
 from mailui4agents.wire.errors import ErrorBody, ErrorDetail
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import (
+    DecidedVia,
     Duplicate,
     PermissionDecisionEvent,
     PermissionOut,
@@ -55,6 +56,27 @@ def test_the_fields_the_protocol_reads_exist_in_the_wire_models() -> None:
     assert asking.DECISION_EVENT == EventType.PERMISSION_DECISION
     assert sse.RESET == EventType.RESET
     assert "id" in SessionOut.model_fields
+    assert set(asking.VIA_FIELDS) == set(DecidedVia.model_fields)
+
+
+def test_a_decision_decodes_alike_from_the_answer_and_from_the_event() -> None:
+    """The typed Decision the hook and ask_human read (client/asking.Decision),
+    decoded from the wire models' own JSON: every field the waiting side reads,
+    `decided_via` with its device included."""
+    via = DecidedVia(channel="push", device="Ana's phone")
+    answer = permission("approved", "approve", answers=["a"], decided_via=via)
+    event = PermissionDecisionEvent(
+        request_id="r-1", relay_key=answer.relay_key, session_id="s-1", kind="approval",
+        status="approved", decision="approve", note="ok", answers=["a"], decided_by="ana",
+        decided_via=via,
+    )  # fmt: skip
+    from_answer = asking.Decision.of(answer.model_dump(mode="json", by_alias=True))
+    from_event = asking.Decision.of(event.model_dump(mode="json", by_alias=True))
+    assert from_answer == from_event == asking.Decision(
+        request_id="r-1", status="approved", decision="approve", note="ok", answers=("a",),
+        decided_by="ana", decided_via=asking.Via("push", "Ana's phone"),
+    )  # fmt: skip
+    assert asking.Decided(answer.model_dump(mode="json")).decision == from_answer
 
 
 # -- a scripted gateway on a real socket ----------------------------------------------

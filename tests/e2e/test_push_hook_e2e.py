@@ -124,7 +124,7 @@ async def _hook_decided_by(world: World, action: str, **extra: Any) -> tuple[Hoo
 
 async def test_approve_from_a_notification_lets_the_waiting_hook_run(world: World) -> None:
     run, request_id = await _hook_decided_by(world, "approve")
-    assert verdict(run) == ("allow", "approved by ana")
+    assert verdict(run) == ("allow", "approved by ana from Ana's phone")
     # The laptop's notification is replaced: same tag, "Already handled".
     _, handled = await world.svc.wait_async(2, world.laptop.name)
     assert handled.payload["tag"] == request_id and handled.payload["title"] == "Already handled"
@@ -152,4 +152,4 @@ async def test_approve_from_a_notification_lets_the_waiting_hook_run(world: Worl
 async def test_deny_from_a_notification_denies_the_hook_with_the_note(world: World) -> None:
     run, _ = await _hook_decided_by(world, "deny", note="not before the release")
     decision, reason = verdict(run)
-    assert decision == "deny" and reason == "denied by ana: not before the release"
+    assert decision == "deny" and reason == "denied by ana from Ana's phone: not before the release"

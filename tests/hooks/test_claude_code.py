@@ -51,8 +51,10 @@ async def test_an_approval_allows_and_the_request_shows_the_tool_call(
     session = await human.new_session()
     payload = claude_input(tool_input={"command": "npm test", "description": "Run tests"})
     run, request = await ask_and_decide(world, human, session, payload, "approve", note="go")
-    assert verdict(run) == ("allow", "approved by ana: go")
-    assert run.json["hookSpecificOutput"]["additionalContext"] == "approved by ana: go"
+    assert verdict(run) == ("allow", "approved by ana through the API: go")
+    assert (
+        run.json["hookSpecificOutput"]["additionalContext"] == "approved by ana through the API: go"
+    )
     assert request["tool_name"] == "Bash" and request["tool_input"]["command"] == "npm test"
     assert request["relay_key"].startswith(f"hook:{CC}:{payload['session_id']}:")
     [mail] = [m for m in await human.mails(session) if m["type"] == "permission_request"]
@@ -65,7 +67,7 @@ async def test_a_denial_denies_with_the_humans_note(world: World, human: Human) 
     run, _ = await ask_and_decide(world, human, session, claude_input(), "deny", note=note)
     decision, reason = verdict(run)
     assert decision == "deny"
-    assert reason == f"denied by ana: {note}"
+    assert reason == f"denied by ana through the API: {note}"
 
 
 async def test_plan_mode_denies_without_a_mail_and_workspace_mode_asks(
@@ -151,7 +153,10 @@ async def test_two_tool_calls_in_one_session_are_two_requests_each_with_its_own_
         await human.decide(by_command["rm -rf build"]["id"], "deny", note="keep build")
         await human.decide(by_command["npm test"]["id"], "approve")
         assert verdict(await first.result())[0] == "allow"
-        assert verdict(await second.result()) == ("deny", "denied by ana: keep build")
+        assert verdict(await second.result()) == (
+            "deny",
+            "denied by ana through the API: keep build",
+        )
 
 
 async def test_another_requests_decision_arriving_first_is_ignored(
@@ -178,7 +183,7 @@ async def test_another_requests_decision_arriving_first_is_ignored(
         assert other.status_code == 201, other.text
         await human.decide(other.json()["id"], "approve")
         await human.decide(mine["id"], "deny", note="mine is no")
-        assert verdict(await hook.result()) == ("deny", "denied by ana: mine is no")
+        assert verdict(await hook.result()) == ("deny", "denied by ana through the API: mine is no")
 
 
 async def test_nobody_deciding_times_out_with_a_reason_that_says_so(
@@ -274,13 +279,16 @@ async def test_an_interactive_session_asks_the_owner_in_a_session_bound_to_it(
         assert session["workspace"] == "/srv/shop"
         [request] = await human.wait_pending(session["id"])
         await human.decide(request["id"], "approve", note="ok from my phone")
-        assert verdict(await hook.result()) == ("allow", "approved by ana: ok from my phone")
+        assert verdict(await hook.result()) == (
+            "allow",
+            "approved by ana through the API: ok from my phone",
+        )
     # The next call of the same platform session lands in the same mail session.
     async with anyio.create_task_group() as tasks:
         hook = spawn(tasks, CC, claude_input(session_id=platform_session), env, world.workdir)
         [request] = await human.wait_pending(session["id"])
         await human.decide(request["id"], "deny")
-        assert verdict(await hook.result()) == ("deny", "denied by ana")
+        assert verdict(await hook.result()) == ("deny", "denied by ana through the API")
     assert len([s for s in await human.sessions() if s["platform_id"] == platform_id]) == 1
 
 

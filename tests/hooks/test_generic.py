@@ -24,7 +24,10 @@ async def test_an_approval_allows_with_exit_0(world: World, human: Human) -> Non
         await human.decide(request["id"], "approve", note="only build/")
         run = await hook.result()
     assert run.returncode == 0
-    assert json.loads(run.stdout) == {"decision": "allow", "reason": "approved by ana: only build/"}
+    assert json.loads(run.stdout) == {
+        "decision": "allow",
+        "reason": "approved by ana through the API: only build/",
+    }
 
 
 async def test_a_denial_denies_with_exit_2_and_carries_the_note(world: World, human: Human) -> None:
@@ -37,7 +40,7 @@ async def test_a_denial_denies_with_exit_2_and_carries_the_note(world: World, hu
     assert run.returncode == 2
     assert json.loads(run.stdout) == {
         "decision": "deny",
-        "reason": "denied by ana: use the staging database",
+        "reason": "denied by ana through the API: use the staging database",
     }
 
 

@@ -8,12 +8,13 @@ import httpx
 import pytest
 
 from mailui4agents.client import ApiError, GatewayUnreachable
-from mailui4agents.client.asking import is_own_decision
+from mailui4agents.client.asking import Decision, is_own_decision
 from mailui4agents.hooks.outcomes import duplicate, from_decision, from_error
 
 
-def data(decision: object, note: object = None, by: object = "ana") -> dict[str, object]:
-    return {"decision": decision, "note": note, "decided_by": by}
+def data(decision: object, note: object = None, by: object = "ana", via: object = None) -> Decision:
+    """A decided request as the gateway's JSON, decoded as the hook decodes it."""
+    return Decision.of({"decision": decision, "note": note, "decided_by": by, "decided_via": via})
 
 
 @pytest.mark.parametrize("decision", ["approve", "approved"])
@@ -39,6 +40,26 @@ def test_the_reason_carries_who_and_the_note() -> None:
     assert from_decision(data("approve", 7), timeout_s=5).note is None
     grant = from_decision(data("approve", by="grant:g1"), timeout_s=5)
     assert grant.verdict == "allow" and "standing grant" in grant.reason
+
+
+def test_the_reason_names_where_the_decision_came_from() -> None:
+    phone = {"channel": "push", "device": "Ana's phone"}
+    assert from_decision(data("approve", via=phone), timeout_s=5).reason == (
+        "approved by ana from Ana's phone"
+    )
+    web = {"channel": "web"}
+    assert from_decision(data("deny", "use staging", via=web), timeout_s=5).reason == (
+        "denied by ana from the web: use staging"
+    )
+    notification = {"channel": "push"}
+    assert from_decision(data("approve", "ok", via=notification), timeout_s=5).reason == (
+        "approved by ana from a notification: ok"
+    )
+    # The gateway's own channels name nothing more.
+    grant = from_decision(data("approve", by="grant:g1", via={"channel": "grant"}), timeout_s=5)
+    assert grant.reason == "approved by a standing grant (grant:g1)"
+    expired = data("expired", by="system", via={"channel": "system"})
+    assert from_decision(expired, timeout_s=5).reason == "timed out: nobody decided within 5 s"
 
 
 def test_expiry_says_timed_out_and_is_not_a_persons_refusal() -> None:

@@ -45,7 +45,7 @@ async def test_zcode_denial_prints_block_with_the_note_and_no_other_key(
     assert run.returncode == 0
     out = json.loads(run.stdout)
     assert set(out) == {"decision", "reason"}
-    assert out == {"decision": "block", "reason": "denied by ana: wrong repo"}
+    assert out == {"decision": "block", "reason": "denied by ana through the API: wrong repo"}
 
 
 async def test_zcode_full_mode_approves_explicitly(world: World, human: Human) -> None:
@@ -96,7 +96,10 @@ async def test_gemini_approval_allows(world: World, human: Human) -> None:
 
 async def test_gemini_denial_denies_with_the_note(world: World, human: Human) -> None:
     run = await decided(world, human, "gemini", gemini_input(), "deny", note="use staging")
-    assert gemini_out(run) == {"decision": "deny", "reason": "denied by ana: use staging"}
+    assert gemini_out(run) == {
+        "decision": "deny",
+        "reason": "denied by ana through the API: use staging",
+    }
 
 
 async def test_gemini_full_mode_allows_explicitly(world: World, human: Human) -> None:

@@ -163,7 +163,7 @@ async def test_ask_human_returns_the_answer_a_human_picked(
             {"question": "Which branch?", "options": ["main", "release"], "_ref": "call-1"},
             answers=["release"],
         )
-    assert ok(result) == "ana answered: release"
+    assert ok(result) == "ana answered through the API: release"
     assert question["kind"] == "question" and question["question"] == "Which branch?"
     assert question["session_id"] == scene.session_id
     assert [o["label"] for o in question["options"]] == ["main", "release"]
@@ -178,7 +178,7 @@ async def test_ask_human_reports_a_refusal_with_the_humans_note(
         result, _ = await call_while_human_decides(
             mcp, live, {"question": "May I drop the table?"}, decision="deny", note="never"
         )
-    assert refused(result) == "the human refused: never"
+    assert refused(result) == "the human refused (denied by ana through the API): never"
 
 
 async def test_ask_human_says_it_timed_out_when_nobody_answers(

@@ -20,6 +20,7 @@ from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.cli.output import one_line
 from mailui4agents.client import ApiError, AsyncClient
 from mailui4agents.domain.grants import EVERY, PREFIX, GrantRule, covers, new_grant
+from mailui4agents.wire.models import to_json
 
 T = TypeVar("T")
 
@@ -162,8 +163,8 @@ def run_as_person(action: Callable[[AsyncClient], Awaitable[T]]) -> T:
 async def _find_pending(client: AsyncClient, request_id: str) -> dict[str, Any] | None:
     """The pending request ``request_id`` from the person's list, or None."""
     for request in await client.permissions(status="pending", limit=500):
-        if request.get("id") == request_id:
-            return request
+        if request.id == request_id:
+            return to_json(request)
     return None
 
 
@@ -230,7 +231,8 @@ def permissions(
     status = None if show_all else "decided" if decided else "pending"
 
     async def fetch(client: AsyncClient) -> list[dict[str, Any]]:
-        return await client.permissions(status=status, session_id=session_id, limit=limit)
+        found = await client.permissions(status=status, session_id=session_id, limit=limit)
+        return [to_json(request) for request in found]
 
     requests = run_as_person(fetch)
     if as_json:
@@ -250,8 +252,8 @@ def _show(request_id: str, as_json: bool) -> None:
     async def fetch(client: AsyncClient) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         found = await client.deliveries(request_id)  # 404/403 unless a decider
         for request in await client.permissions(status=None, limit=500):
-            if request.get("id") == request_id:
-                return request, found
+            if request.id == request_id:
+                return to_json(request), found
         return None, found
 
     request, found = run_as_person(fetch)
@@ -289,7 +291,7 @@ def approve(
 
     async def decide(client: AsyncClient) -> dict[str, Any]:
         try:
-            return await client.decide(
+            decided = await client.decide(
                 request_id,
                 "approve",
                 note=note,
@@ -297,6 +299,7 @@ def approve(
                 grant_pattern=pattern,
                 channel="cli",
             )
+            return to_json(decided)
         except ApiError as error:
             _hint_for_questions(error, request_id)
             _name_the_request(error, request_id)
@@ -333,7 +336,7 @@ def deny(request_id: str, note: str, as_json: bool) -> None:
 
     async def decide(client: AsyncClient) -> dict[str, Any]:
         try:
-            return await client.decide(request_id, "deny", note=note, channel="cli")
+            return to_json(await client.decide(request_id, "deny", note=note, channel="cli"))
         except ApiError as error:
             _name_the_request(error, request_id)
             raise
@@ -370,8 +373,10 @@ def answer(
         if request is not None:  # else the gateway says why (decided, unknown, not yours)
             check_answer(request, options, text)
         try:
-            return await client.decide(
-                request_id, "approve", note=note, answers=answers, channel="cli"
+            return to_json(
+                await client.decide(
+                    request_id, "approve", note=note, answers=answers, channel="cli"
+                )
             )
         except ApiError as error:
             _name_the_request(error, request_id)
@@ -392,7 +397,7 @@ def grants(session_id: str | None, as_json: bool) -> None:
     """List standing grants ("always allow") of your sessions."""
 
     async def fetch(client: AsyncClient) -> list[dict[str, Any]]:
-        return await client.grants(session_id=session_id)
+        return [to_json(grant) for grant in await client.grants(session_id=session_id)]
 
     found = run_as_person(fetch)
     if as_json:
@@ -411,7 +416,7 @@ def revoke(grant_id: str, as_json: bool) -> None:
     """Revoke the standing grant GRANT_ID; later requests ask again."""
 
     async def drop(client: AsyncClient) -> dict[str, Any]:
-        return await client.revoke_grant(grant_id)
+        return to_json(await client.revoke_grant(grant_id))
 
     revoked = run_as_person(drop)
     if as_json:
@@ -435,4 +440,4 @@ def deciders(session_id: str, add: str | None, remove: str | None, as_json: bool
         echo_json(rows)
         return
     for item in rows:
-        click.echo(f"{item.get('name')}  {item.get('role')}")
+        click.echo(f"{item.name}  {item.role}")

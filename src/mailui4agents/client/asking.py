@@ -40,25 +40,98 @@ FINAL_CHECK_S = 2.0
 # The fields of the gateway's answers that the protocol and the waiting side
 # read (wire/models.py PermissionOut, Duplicate, PermissionDecisionEvent):
 # tests/client/test_wire_decoding.py checks each against the wire models.
-PERMISSION_FIELDS = ("id", "status", "decision", "note", "answers", "decided_by")
-EVENT_FIELDS = ("request_id", "relay_key", "status", "decision", "note", "answers", "decided_by")
+PERMISSION_FIELDS = ("id", "status", "decision", "note", "answers", "decided_by", "decided_via")
+EVENT_FIELDS = (
+    "request_id", "relay_key", "status", "decision", "note", "answers", "decided_by",
+    "decided_via",
+)  # fmt: skip
+VIA_FIELDS = ("channel", "device")
 PENDING = "pending"
 DUPLICATE = "duplicate_relay"
 DECISION_EVENT = "permission_decision"
 
 
-class Decided(Value):
-    """The request is closed: `data` has its `decision` (approve, deny, expired,
-    cancelled), `note`, `answers`, `decided_by` — from the event or read back."""
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
-    __slots__ = ("data",)
-    data: Mapping[str, Any]
+
+class Via(Value):
+    """Where a decision came from: wire/models.py DecidedVia, decoded."""
+
+    __slots__ = ("channel", "device")
+    channel: str | None
+    device: str | None
+
+    def __init__(self, channel: str | None, device: str | None = None) -> None:
+        self._init(channel=channel, device=device)
+
+
+class Decision(Value):
+    """A closed request as the waiting side reads it, typed: decoded by `of` from
+    a PermissionOut or a ``permission_decision`` event's data, the same fields of
+    both (wire/models.py; tests/client/test_wire_decoding.py decodes the models'
+    own JSON). A light value, not the pydantic model: the hook process must not
+    import pydantic (client/lite.py). `decision`: approve, deny, expired,
+    cancelled — or whatever else the gateway said, as text, which allows nothing
+    (domain/policy.outcome_allows)."""
+
+    __slots__ = ("answers", "decided_by", "decided_via", "decision", "note", "request_id", "status")
+    request_id: str | None
+    status: str | None
+    decision: str | None
+    note: str | None
+    answers: tuple[str, ...] | None
+    decided_by: str | None
+    decided_via: Via | None
+
+    def __init__(
+        self,
+        *,
+        request_id: str | None = None,
+        status: str | None = None,
+        decision: str | None = None,
+        note: str | None = None,
+        answers: tuple[str, ...] | None = None,
+        decided_by: str | None = None,
+        decided_via: Via | None = None,
+    ) -> None:
+        self._init(
+            request_id=request_id, status=status, decision=decision, note=note,
+            answers=answers, decided_by=decided_by, decided_via=decided_via,
+        )  # fmt: skip
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Decision:
+        """Decode the gateway's JSON (PermissionOut: `id`; the event: `request_id`).
+        A field of the wrong type counts as absent; a non-text decision is kept
+        as its text (it allows nothing)."""
+        decision = data.get("decision")
+        answers = data.get("answers")
+        via = data.get("decided_via")
+        return cls(
+            request_id=_text(data.get("request_id")) or _text(data.get("id")),
+            status=_text(data.get("status")),
+            decision=decision if decision is None or isinstance(decision, str) else repr(decision),
+            note=_text(data.get("note")),
+            answers=tuple(str(a) for a in answers) if isinstance(answers, list) else None,
+            decided_by=_text(data.get("decided_by")),
+            decided_via=(
+                Via(_text(via.get("channel")), _text(via.get("device")))
+                if isinstance(via, Mapping)
+                else None
+            ),
+        )
+
+
+class Decided(Value):
+    """The request is closed: its `decision` (a Decision), from the event or
+    read back. Built from the gateway's JSON object."""
+
+    __slots__ = ("decision",)
+    decision: Decision
 
     def __init__(self, data: Mapping[str, Any]) -> None:
-        self._init(data=data)
-
-    def __hash__(self) -> int:  # data is a dict
-        return hash(type(self))
+        self._init(decision=Decision.of(data))
 
 
 class Pending(Value):

@@ -28,11 +28,14 @@ from mailui4agents.wire.models import (
     AgentOut,
     AttachmentRef,
     ContactOut,
+    DeciderOut,
     Duplicate,
+    GrantOut,
     HeartbeatOut,
     KeyRotated,
     OwnerOut,
     ParticipantOut,
+    PermissionOut,
     Suggestions,
     TaskerOut,
     TokenOut,
@@ -323,9 +326,9 @@ class AsyncClient(Transport):
         options: list[dict[str, Any]] | None = None,
         multi_select: bool | None = None,
         timeout_s: int | None = None,
-    ) -> dict[str, Any]:
-        """Agent: open a request. Answers PermissionOut (201) or
-        ``{"status": "duplicate_relay", ...}`` (200); 409s raise ApiError whose
+    ) -> PermissionOut | Duplicate:
+        """Agent: open a request. Answers PermissionOut (201) or Duplicate
+        (``status`` "duplicate_relay", 200); 409s raise ApiError whose
         ``detail["reason"]`` is ``no_human``, ``mode_allows`` or ``mode_forbids``."""
         body = without_none(
             session_id=session_id,
@@ -339,14 +342,16 @@ class AsyncClient(Transport):
             multi_select=multi_select,
             timeout_s=timeout_s,
         )
-        return as_dict(await self._call("POST", "/agent/permissions", json=body))
+        data = as_dict(await self._call("POST", "/agent/permissions", json=body))
+        if data.get("status") == Duplicate().status:
+            return Duplicate.model_validate(data)
+        return PermissionOut.model_validate(data)
 
-    async def get_permission(self, request_id: str, wait: float = 0) -> dict[str, Any]:
+    async def get_permission(self, request_id: str, wait: float = 0) -> PermissionOut:
         """Agent: one of its requests; with ``wait``, long-poll up to that many seconds."""
         params = {"wait": wait} if wait else None
-        return as_dict(
-            await self._call("GET", f"/agent/permissions/{seg(request_id)}", params=params)
-        )
+        path = f"/agent/permissions/{seg(request_id)}"
+        return PermissionOut.model_validate(await self._call("GET", path, params=params))
 
     async def agent_session(self, session_id: str) -> SessionOut:
         """Agent: a session it takes part in (mode, enforcement, alias)."""
@@ -363,10 +368,11 @@ class AsyncClient(Transport):
 
     async def permissions(
         self, status: str | None = None, session_id: str | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]:
+    ) -> list[PermissionOut]:
         """Human: requests in the human's sessions (``status`` pending|decided)."""
         params = without_none(status=status, session_id=session_id, limit=limit)
-        return list(as_dict(await self._call("GET", "/permissions", params=params))["items"])
+        data = await self._call("GET", "/permissions", params=params)
+        return Page[PermissionOut].model_validate(data).items
 
     async def decide(
         self,
@@ -378,7 +384,7 @@ class AsyncClient(Transport):
         grant_pattern: str | None = None,
         answers: list[str] | None = None,
         channel: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> PermissionOut:
         """Human: approve or deny (``decision`` approve|deny), or answer a question.
         ``channel="cli"`` records the decision as the command line's (header
         ``X-Agentmail-Channel``; docs/remote.md, "First answer wins")."""
@@ -388,7 +394,8 @@ class AsyncClient(Transport):
         )  # fmt: skip
         path = f"/permissions/{seg(request_id)}/decision"
         headers = {CHANNEL_HEADER: channel} if channel else None
-        return as_dict(await self._call("POST", path, json=body, headers=headers))
+        data = await self._call("POST", path, json=body, headers=headers)
+        return PermissionOut.model_validate(data)
 
     async def deliveries(self, request_id: str) -> list[dict[str, Any]]:
         """Human (decider): what happened to a request on each channel and device."""
@@ -397,7 +404,7 @@ class AsyncClient(Transport):
 
     async def deciders(
         self, session_id: str, *, add: str | None = None, remove: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[DeciderOut]:
         """Human: who decides in a session (owners, named deciders); owners may
         add or remove a decider."""
         path = f"/sessions/{seg(session_id)}/deciders"
@@ -405,16 +412,17 @@ class AsyncClient(Transport):
             await self._call("POST", path, json={"name": add})
         if remove is not None:
             await self._call("DELETE", f"{path}/{seg(remove)}")
-        return list(as_dict(await self._call("GET", path))["items"])
+        return Page[DeciderOut].model_validate(await self._call("GET", path)).items
 
-    async def grants(self, session_id: str | None = None) -> list[dict[str, Any]]:
+    async def grants(self, session_id: str | None = None) -> list[GrantOut]:
         """Human: standing grants of the human's sessions."""
         params = without_none(session_id=session_id)
-        return list(as_dict(await self._call("GET", "/grants", params=params))["items"])
+        data = await self._call("GET", "/grants", params=params)
+        return Page[GrantOut].model_validate(data).items
 
-    async def revoke_grant(self, grant_id: str) -> dict[str, Any]:
+    async def revoke_grant(self, grant_id: str) -> GrantOut:
         """Human: revoke a standing grant."""
-        return as_dict(await self._call("DELETE", f"/grants/{seg(grant_id)}"))
+        return GrantOut.model_validate(await self._call("DELETE", f"/grants/{seg(grant_id)}"))
 
     # -- discovery: forward, participants, contacts, suggestions, search ------------------
 

@@ -53,8 +53,11 @@ class InboxItem(wire.InboxItem):
         row["mail_id"] = self.mail_id or self.id
         if row.get("in_reply_to") is None:
             row["in_reply_to"] = self.parent_mail_id
-        keys = (field.alias or name for name, field in NewMailEvent.model_fields.items())
-        return NewMailEvent.model_validate({key: row.get(key) for key in keys})
+        # The gateway's own projection (services/views.new_mail_data): the mail
+        # but its mail-only fields, those of a newer gateway included.
+        return NewMailEvent.model_validate(
+            {key: value for key, value in row.items() if key not in wire.MAIL_ONLY_FIELDS}
+        )
 
 
 class Event(_Lenient):

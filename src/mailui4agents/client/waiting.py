@@ -9,7 +9,7 @@ at the deadline — are client/asking.py, shared with the hooks' blocking driver
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -21,6 +21,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mailui4agents.client import asking
 from mailui4agents.client.asking import TIMEOUT, Decided, Duplicate, Failed, Outcome, TimedOut
 from mailui4agents.client.errors import ApiError
+from mailui4agents.wire import models as wire
+from mailui4agents.wire.models import to_json
 
 if TYPE_CHECKING:
     from mailui4agents.client.client import AsyncClient
@@ -29,7 +31,7 @@ __all__ = ["Asker", "Decided", "Duplicate", "Failed", "Outcome", "Post", "TimedO
 
 _Message = asking.Message
 # Posts the request, given the seconds left until the waiter gives up.
-Post = Callable[[float], Awaitable[Mapping[str, Any]]]
+Post = Callable[[float], Awaitable[wire.PermissionOut | wire.Duplicate]]
 
 
 def left(deadline: float) -> float:
@@ -101,10 +103,12 @@ class Asker:
             return None
         try:
             with anyio.fail_after(max(left(command.until), 0.001)):
+                # The protocol reads the answers' JSON, as the hook's driver
+                # (client/lite.py) gives it: the models' own, field for field.
                 if isinstance(command, asking.Post):
                     assert post is not None
-                    return await post(left(command.until))
-                return await self.client.get_permission(command.request_id)
+                    return to_json(await post(left(command.until)))
+                return to_json(await self.client.get_permission(command.request_id))
         except ApiError as exc:
             return exc
         except TimeoutError:

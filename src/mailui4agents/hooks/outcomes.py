@@ -9,32 +9,33 @@ reason always carries the human's note when there is one, and a timeout says
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from mailui4agents.client import ApiError, GatewayUnreachable
+from mailui4agents.client.asking import Decision
+from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.policy import outcome_allows
 from mailui4agents.hooks.types import HookDecision, allow, ask, deny
 
 GRANT_PREFIX = "grant:"
 
 
-def from_decision(data: Mapping[str, Any], *, timeout_s: float) -> HookDecision:
-    """A decided request (PermissionOut or a ``permission_decision`` event's data)."""
-    decision = data.get("decision")
-    note = data.get("note")
-    by = data.get("decided_by")
-    who = str(by) if by else "someone"
-    note = note if isinstance(note, str) and note.strip() else None
+def from_decision(closed: Decision, *, timeout_s: float) -> HookDecision:
+    """A decided request (decoded from PermissionOut or a ``permission_decision``
+    event's data). The reason says who decided and from where: "approved by ana
+    from Ana's phone: ok", "denied by ana from the web: use staging"."""
+    decision = closed.decision
+    who = closed.decided_by or "someone"
+    via = closed.decided_via
+    where = via_text(via.channel, via.device) if via is not None else ""
+    note = closed.note if closed.note is not None and closed.note.strip() else None
     suffix = f": {note}" if note else ""
     if outcome_allows(decision):
         if who.startswith(GRANT_PREFIX):
             return allow(f"approved by a standing grant ({who}){suffix}", note)
-        return allow(f"approved by {who}{suffix}", note)
+        return allow(f"approved by {who}{where}{suffix}", note)
     if decision == "expired":
         return deny(f"timed out: nobody decided within {timeout_s:g} s{suffix}", note)
     if decision == "deny":
-        return deny(f"denied by {who}{suffix}", note)
+        return deny(f"denied by {who}{where}{suffix}", note)
     if decision == "cancelled":
         return deny(f"cancelled by {who} (the session was archived or closed){suffix}", note)
     return deny(f"not approved: the gateway reported decision {decision!r}{suffix}", note)

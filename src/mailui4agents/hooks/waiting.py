@@ -67,7 +67,7 @@ def ask_human(
 
 def _decision(result: asking.Outcome, timeout_s: int, mail_driven: bool) -> HookDecision:
     if isinstance(result, asking.Decided):
-        return from_decision(result.data, timeout_s=timeout_s)
+        return from_decision(result.decision, timeout_s=timeout_s)
     if isinstance(result, asking.Duplicate):
         return duplicate()
     if isinstance(result, asking.Failed):

@@ -12,14 +12,16 @@ answer"), the gateway expired or cancelled the question, or refused to ask.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import anyio
 from mcp.server.fastmcp.exceptions import ToolError
 
 from mailui4agents.client import AsyncClient, waiting
+from mailui4agents.client.asking import Decision
+from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.relay_keys import ask_relay_key as relay_key
+from mailui4agents.wire.models import Duplicate, PermissionOut
 
 
 async def ask(
@@ -35,7 +37,7 @@ async def ask(
     deadline = anyio.current_time() + timeout_s
     key = relay_key(session_id)
 
-    async def post(seconds_left: float) -> Mapping[str, Any]:
+    async def post(seconds_left: float) -> PermissionOut | Duplicate:
         return await client.request_permission(
             session_id,
             key,
@@ -50,7 +52,7 @@ async def ask(
 
     result = await waiting.ask_and_wait(client, post, key, deadline)
     if isinstance(result, waiting.Decided):
-        return outcome(result.data, timeout_s)
+        return outcome(result.decision, timeout_s)
     if isinstance(result, waiting.Duplicate):
         raise ToolError("the gateway already has this question (duplicate relay key); not asked")
     if isinstance(result, waiting.TimedOut):
@@ -63,23 +65,28 @@ async def ask(
     raise ToolError(f"the gateway is unavailable, nobody was asked: {error.message}")
 
 
-def outcome(data: Mapping[str, Any], timeout_s: float) -> str:
-    """The answer text of a decided question, or the ToolError that says why there is none."""
-    decision = data.get("decision")
-    note = data.get("note")
-    note_text = note.strip() if isinstance(note, str) and note.strip() else ""
-    who = str(data.get("decided_by") or "someone")
+def outcome(closed: Decision, timeout_s: float) -> str:
+    """The answer text of a decided question, saying who answered from where
+    ("ana answered from Ana's phone: yes"), or the ToolError that says why there
+    is none."""
+    decision = closed.decision
+    note_text = closed.note.strip() if closed.note is not None else ""
+    who = closed.decided_by or "someone"
+    via = closed.decided_via
+    where = via_text(via.channel, via.device) if via is not None else ""
     if decision == "approve":
-        answers = [str(a) for a in data.get("answers") or [] if str(a).strip()]
+        answers = [a for a in closed.answers or () if a.strip()]
         if not answers:
-            text = f"{who} accepted without an answer text"
+            text = f"{who} accepted{where} without an answer text"
         elif len(answers) == 1:
-            text = f"{who} answered: {answers[0]}"
+            text = f"{who} answered{where}: {answers[0]}"
         else:
-            text = f"{who} answered:\n" + "\n".join(f"- {a}" for a in answers)
+            text = f"{who} answered{where}:\n" + "\n".join(f"- {a}" for a in answers)
         return f"{text}\nnote: {note_text}" if note_text else text
     if decision == "deny":
-        raise ToolError(f"the human refused: {note_text or '(no note given)'}")
+        raise ToolError(
+            f"the human refused (denied by {who}{where}): {note_text or '(no note given)'}"
+        )
     if decision == "expired":
         # The gateway expires the question as this call gives up: the same outcome
         # as our own deadline, in the same words (whichever comes first).

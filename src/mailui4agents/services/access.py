@@ -4,9 +4,15 @@ Membership is two subqueries, and everything else is built from them:
 - `members_of(session)`: everyone in from/to/cc of the session's mails (participants);
 - `sessions_of(name)`: the sessions a name takes part in or was made a decider of.
 
-A `Reader` is built once per request from (principal, scope session). Its
-`can_read` is the check and `readable_ids` the same rule as SQL, so a list, a
-search and a single read can never disagree about who sees what.
+A `Reader` is built once per request from (principal, scope session). The read
+rule is SQL only: `may_read` tests one row's session (`can_read` runs it on one
+id; `may_read_sql` is it with bind parameters), `readable_ids` is the same rule
+as a set, so a list, a search and a single read can never disagree about who
+sees what (tests/services/test_access.py checks them against the rule written
+apart).
+
+Who decides in a session is one statement shape, `deciders_stmt` (its join form
+`with_deciders`, its test `decides`), in one order, DECIDER_ORDER.
 
 Power is not participation. A session's deciders (its owners, the humans on its
 first mail, and the humans the owners named) alone decide requests, create
@@ -222,14 +228,55 @@ async def is_member(s: AsyncSession, session_id: str, name: str) -> bool:
     return await s.scalar(sessions_of(name, session_id).limit(1)) is not None
 
 
-async def deciders(s: AsyncSession, session_id: str) -> list[str]:
-    """The humans who decide in the session: owners first, then named deciders."""
-    rows = await s.execute(
-        select(SessionDeciderRow.name, SessionDeciderRow.role)
-        .where(SessionDeciderRow.session_id == session_id)
-        .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
+# -- a session's deciders: one statement shape ----------------------------------------
+
+DECIDER_ORDER = (SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
+"""The order of a session's deciders everywhere: its owners, then the deciders
+they named, in the order they were named."""
+
+Sessions = str | Iterable[str] | ColumnElement[str] | InstrumentedAttribute[str]
+"""Which sessions' deciders: one id, some ids, or a column (a bind parameter or
+a column of an outer query)."""
+
+
+def _of_sessions(sessions: Sessions) -> ColumnElement[bool]:
+    col = SessionDeciderRow.session_id
+    if isinstance(sessions, str):
+        return col == sessions
+    if isinstance(sessions, ColumnElement | InstrumentedAttribute):
+        return col == sessions
+    return col.in_(sorted(set(sessions)))
+
+
+def deciders_stmt(sessions: Sessions, *columns: Any) -> Select[Any]:
+    """THE statement of who decides in `sessions`: `columns` (default the names;
+    add more with `.add_columns`, join what else a caller needs) of their
+    SessionDeciderRow rows, by session, in DECIDER_ORDER."""
+    cols = columns or (SessionDeciderRow.name,)
+    return (
+        select(*cols)
+        .where(_of_sessions(sessions))
+        .order_by(SessionDeciderRow.session_id, *DECIDER_ORDER)
     )
-    return [name for name, _ in rows.all()]
+
+
+def with_deciders(stmt: Select[Any], session_id: InstrumentedAttribute[str]) -> Select[Any]:
+    """`stmt` (one row of `session_id`'s session) with one row per decider of that
+    session, in DECIDER_ORDER, the decider's columns NULL when there is none: the
+    join form of `deciders_stmt`, for a query that reads the session anyway."""
+    return stmt.outerjoin(SessionDeciderRow, SessionDeciderRow.session_id == session_id).order_by(
+        *DECIDER_ORDER
+    )
+
+
+def decides(name: Who, session_id: ColumnElement[str] | InstrumentedAttribute[str]) -> Any:
+    """A test: `name` is a decider of the session `session_id` (an EXISTS)."""
+    return deciders_stmt(session_id).where(SessionDeciderRow.name == name).order_by(None).exists()
+
+
+async def deciders(s: AsyncSession, session_id: str) -> list[str]:
+    """The humans who decide in the session, in DECIDER_ORDER."""
+    return list((await s.scalars(deciders_stmt(session_id))).all())
 
 
 async def deciders_of(s: AsyncSession, session_ids: Iterable[str]) -> dict[str, list[str]]:
@@ -237,16 +284,8 @@ async def deciders_of(s: AsyncSession, session_ids: Iterable[str]) -> dict[str, 
     ids = sorted(set(session_ids))
     out: dict[str, list[str]] = {sid: [] for sid in ids}
     if ids:
-        rows = await s.execute(
-            select(SessionDeciderRow.session_id, SessionDeciderRow.name)
-            .where(SessionDeciderRow.session_id.in_(ids))
-            .order_by(
-                SessionDeciderRow.session_id,
-                SessionDeciderRow.role.desc(),
-                SessionDeciderRow.created_at,
-            )
-        )
-        for sid, name in rows:
+        stmt = deciders_stmt(ids, SessionDeciderRow.session_id, SessionDeciderRow.name)
+        for sid, name in await s.execute(stmt):
             out[sid].append(name)
     return out
 
@@ -259,15 +298,7 @@ async def add_owners(s: AsyncSession, session_id: str, names: Iterable[str], by:
 
 
 async def decider_rows(s: AsyncSession, session_id: str) -> list[SessionDeciderRow]:
-    return list(
-        (
-            await s.scalars(
-                select(SessionDeciderRow)
-                .where(SessionDeciderRow.session_id == session_id)
-                .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
-            )
-        ).all()
-    )
+    return list((await s.scalars(deciders_stmt(session_id, SessionDeciderRow))).all())
 
 
 async def add_decider(s: AsyncSession, session: SessionRow, name: str, by: Principal) -> None:
@@ -321,7 +352,7 @@ class Reader:
         return self.principal.is_human and self.principal.is_admin and ADMINS_READ_EVERY_SESSION
 
     def readable_ids(self) -> Select[Any]:
-        """The ids of the sessions this reader may read, as SQL (mirror of can_read)."""
+        """The ids of the sessions this reader may read: `may_read` as a set."""
         stmt = select(SessionRow.id)
         if self.unscoped_agent:
             return stmt.where(false())
@@ -372,19 +403,11 @@ class Reader:
             stmt = stmt.where(SessionRow.workspace == self.scope.workspace)
         return stmt
 
-    def can_read_known(self, session: SessionRow, member: bool) -> bool:
-        """can_read, with `member` (is_member's answer) looked up by the caller,
-        in a query of its own (a write that reads the session anyway)."""
-        if self.unscoped_agent:
-            return False
-        if self.scope is not None and session.workspace != self.scope.workspace:
-            return False
-        return self.sees_all or member
-
     async def can_read(self, s: AsyncSession, session: SessionRow) -> bool:
-        if not self.can_read_known(session, True):  # not even a member would
-            return False
-        return self.sees_all or await is_member(s, session.id, self.name)
+        """`may_read`, the rule as SQL, applied to this one session: the check
+        and the lists can never disagree (tests/services/test_access.py)."""
+        one = select(literal(1)).where(self.may_read(literal(session.id, String)))
+        return await s.scalar(one) is not None
 
     async def ensure_read(self, s: AsyncSession, session: SessionRow, what: str) -> None:
         """NotFound — the same as "does not exist" — unless this reader may read it."""
@@ -413,13 +436,7 @@ class Reader:
         """Owners and named deciders — humans — only. Admins too only if named."""
         if not self.principal.is_human:
             return False
-        found = await s.scalar(
-            select(literal(1)).where(
-                SessionDeciderRow.session_id == session.id,
-                SessionDeciderRow.name == self.name,
-            )
-        )
-        return found is not None
+        return bool(await s.scalar(select(decides(self.name, literal(session.id, String)))))
 
     async def ensure_decide(self, s: AsyncSession, session: SessionRow, what: str) -> None:
         """NotFound for who cannot even read it; Forbidden for a reader without the power."""
@@ -428,12 +445,10 @@ class Reader:
         if not await self.can_decide(s, session):
             raise _no_power()
 
-    def ensure_decide_known(
-        self, session: SessionRow, member: bool, deciders: Sequence[str], what: str
-    ) -> None:
-        """ensure_decide, with `member` (is_member's answer) and the session's
-        `deciders` (deciders()' answer) looked up by the caller."""
-        if not self.can_read_known(session, member):
+    def ensure_decide_known(self, readable: bool, deciders: Sequence[str], what: str) -> None:
+        """ensure_decide, with `readable` (`may_read_sql`'s answer for this reader)
+        and the session's `deciders` (deciders_stmt's) looked up by the caller."""
+        if not readable:
             raise not_found(what)
         if not (self.principal.is_human and self.name in deciders):
             raise _no_power()

@@ -24,6 +24,7 @@ from mailui4agents.db.tables import NotifyPolicyRow, SessionDeciderRow, UserRow
 from mailui4agents.domain import notify_policy as rules
 from mailui4agents.domain.notify_policy import DECIDER, SETTABLE, Decider
 from mailui4agents.domain.notify_policy import Policy as Policy
+from mailui4agents.services import access
 from mailui4agents.services.principals import Principal
 
 # Presence (POST /api/v1/me/presence): a visible page says so every 30 s
@@ -74,16 +75,12 @@ async def deciders_of(s: AsyncSession, session_ids: Iterable[str]) -> dict[str, 
     if not ids:
         return {}
     rows = await s.execute(
-        select(SessionDeciderRow.session_id, SessionDeciderRow.name, SessionDeciderRow.role)
+        access.deciders_stmt(
+            ids, SessionDeciderRow.session_id, SessionDeciderRow.name, SessionDeciderRow.role
+        )
         .add_columns(NotifyPolicyRow)
         .outerjoin(UserRow, UserRow.username == SessionDeciderRow.name)
         .outerjoin(NotifyPolicyRow, NotifyPolicyRow.user_id == UserRow.id)
-        .where(SessionDeciderRow.session_id.in_(ids))
-        .order_by(
-            SessionDeciderRow.session_id,
-            SessionDeciderRow.role.desc(),
-            SessionDeciderRow.created_at,
-        )
     )
     out: dict[str, list[Decider]] = {sid: [] for sid in ids}
     for sid, name, role, row in rows.all():

@@ -6,9 +6,10 @@ request, its session, membership and deciders; one conditional UPDATE settles it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from functools import cache
+from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Select, Table, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -44,31 +45,36 @@ def _check_answers(row: PermissionRow, answers: list[str] | None) -> list[str] |
 
 
 _OTHER = aliased(PermissionRow)
-# The request, its session, whether the human takes part in it, whether a pending
-# request of the session is past its deadline, whether it was pushed to a
-# device (then its notifications are withdrawn: services/push.py), and the
-# session's deciders (one row each, in deciders()' order; one row with NULL when
-# there are none): one query, built once.
-_DECIDING = (
-    select(
-        PermissionRow,
-        SessionRow,
-        access.takes_part(bindparam("b_name"), SessionRow.id),
-        select(_OTHER.id)
-        .where(
-            _OTHER.session_id == PermissionRow.session_id,
-            _OTHER.status == "pending",
-            _OTHER.expires_at <= bindparam("b_now"),
+
+
+@cache
+def _deciding(shape: access.ReadShape) -> Select[Any]:
+    """The request, its session, whether the human may read that session (the
+    read rule, access.may_read_sql), whether a pending request of the session is
+    past its deadline, whether it was pushed to a device (then its notifications
+    are withdrawn: services/push.py), and the session's deciders (one row each,
+    access.with_deciders): one query, built once per reader shape."""
+    stmt = (
+        select(
+            PermissionRow,
+            SessionRow,
+            access.may_read_sql(shape, SessionRow.id),
+            select(_OTHER.id)
+            .where(
+                _OTHER.session_id == PermissionRow.session_id,
+                _OTHER.status == "pending",
+                _OTHER.expires_at <= bindparam("b_now"),
+            )
+            .exists(),
+            push.was_pushed(PermissionRow.id),
+            SessionDeciderRow.name,
         )
-        .exists(),
-        push.was_pushed(PermissionRow.id),
-        SessionDeciderRow.name,
+        .join(SessionRow, SessionRow.id == PermissionRow.session_id)
+        .where(PermissionRow.id == bindparam("b_id"))
     )
-    .join(SessionRow, SessionRow.id == PermissionRow.session_id)
-    .outerjoin(SessionDeciderRow, SessionDeciderRow.session_id == SessionRow.id)
-    .where(PermissionRow.id == bindparam("b_id"))
-    .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
-)
+    return access.with_deciders(stmt, SessionRow.id)
+
+
 _SETTLE = (
     update(_PERMISSIONS)
     .where(_PERMISSIONS.c.id == bindparam("b_id"), _PERMISSIONS.c.status == "pending")
@@ -112,15 +118,15 @@ async def decide(
     grant_pattern, answers = choice.grant_pattern, choice.answers
     what = f"permission request '{request_id}'"
     now = utcnow()
-    found = (
-        await s.execute(_DECIDING, {"b_id": request_id, "b_name": human.name, "b_now": now})
-    ).all()
+    reader = access.Reader(human)
+    params = {"b_id": request_id, "b_now": now, **reader.sql_params()}
+    found = (await s.execute(_deciding(reader.shape), params)).all()
     if not found:
         raise not_found(what)
-    row, session, member, due = found[0][0], found[0][1], bool(found[0][2]), bool(found[0][3])
+    row, session, readable, due = found[0][0], found[0][1], bool(found[0][2]), bool(found[0][3])
     pushed = bool(found[0][4])
     deciders = [name for *_, name in found if name is not None]
-    access.Reader(human).ensure_decide_known(session, member, deciders, what)
+    reader.ensure_decide_known(readable, deciders, what)
     if due:  # expire what is past its deadline first (this request too, maybe)
         await permissions.expire_due(s, row.session_id)
     if row.status != "pending":

@@ -72,10 +72,10 @@ _GRANTS = select(GrantRow.id, GrantRow.tool_name, GrantRow.pattern, GrantRow.sco
 # The session asked in, whether the agent takes part in it, the agent's earlier
 # request with this relay key, whether the session has standing grants for the
 # tool (_GRANTS reads them only then), and the session's deciders (one row each,
-# in deciders()' order; one row with NULL when there are none) with whether each
+# access.with_deciders; one row with NULL when there are none) with whether each
 # has a device subscribed to pushes (services/push.py looks further only then):
 # one query.
-_ASKING = (
+_ASKING = access.with_deciders(
     select(
         SessionRow,
         access.takes_part(bindparam("b_agent"), SessionRow.id),
@@ -88,10 +88,8 @@ _ASKING = (
         _GRANTS.with_only_columns(GrantRow.id).exists(),
         SessionDeciderRow.name,
         push.has_push_subscription(SessionDeciderRow.name),
-    )
-    .outerjoin(SessionDeciderRow, SessionDeciderRow.session_id == SessionRow.id)
-    .where(SessionRow.id == bindparam("b_session"))
-    .order_by(SessionDeciderRow.role.desc(), SessionDeciderRow.created_at)
+    ).where(SessionRow.id == bindparam("b_session")),
+    SessionRow.id,
 )
 _PERMISSIONS = cast(Table, PermissionRow.__table__)
 # A relay key taken meanwhile (PostgreSQL: a concurrent request that committed

@@ -17,8 +17,9 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from mailui4agents.db.tables import PermissionRow, SessionDeciderRow, SessionRow
+from mailui4agents.db.tables import PermissionRow, SessionRow
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.errors import Conflict, not_found
 from mailui4agents.services import access, delivery, push
 from mailui4agents.services.principals import Principal, principal_key
@@ -91,7 +92,7 @@ def already_decided(row: PermissionRow, now: datetime | None = None) -> Conflict
     if row.status in ("expired", "cancelled"):
         message = f"request already {row.status}: {push.settled_text(row)} {since} ago"
     else:
-        via = push.via_text(row.decided_channel, row.decided_device)
+        via = via_text(row.decided_channel, row.decided_device)
         outcome = "answered" if row.kind == "question" and row.status == "approved" else row.status
         message = f"request already decided by {push.who_decided(row)}{via}, {since} ago: {outcome}"
     extra: dict[str, Any] = {
@@ -116,6 +117,7 @@ def decision_event(row: PermissionRow) -> PermissionDecisionEvent:
         note=row.note,
         answers=row.answers,
         decided_by=row.decided_by,
+        decided_via=_via(row),
     )
 
 
@@ -245,8 +247,7 @@ async def list_for_human(
         SessionRow, SessionRow.id == PermissionRow.session_id
     )
     # What this human may decide, nothing else (admins included: docs/access.md).
-    decidable = select(SessionDeciderRow.session_id).where(SessionDeciderRow.name == human.name)
-    stmt = stmt.where(PermissionRow.session_id.in_(decidable))
+    stmt = stmt.where(access.decides(human.name, PermissionRow.session_id))
     if status == "pending":
         stmt = stmt.where(PermissionRow.status == "pending")
     elif status == "decided":

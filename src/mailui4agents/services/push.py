@@ -49,6 +49,7 @@ from mailui4agents.db.tables import (
     new_id,
 )
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.masking import mask_text
 from mailui4agents.services import notify_policy, push_send
 from mailui4agents.services.identity import hash_token
@@ -252,25 +253,6 @@ def settled_text(row: PermissionRow, now: datetime | None = None) -> str:
 def who_decided(row: PermissionRow) -> str:
     by = row.decided_by or "someone"
     return "a standing grant" if by.startswith("grant:") else by
-
-
-_VIA = {
-    "web": " from the web",
-    "api": " through the API",
-    "cli": " from the command line",
-    "mcp": " through MCP",
-    "email": " by e-mail",
-    "terminal": " from the terminal",
-}
-
-
-def via_text(channel: str | None, device: str | None) -> str:
-    """ " from Ana's phone", " from the web"…: where a decision came from."""
-    if device:
-        return f" from {device}"
-    if channel == "push":
-        return " from a notification"
-    return _VIA.get(channel or "", "")
 
 
 async def queue_settled(s: AsyncSession, row: PermissionRow) -> int:

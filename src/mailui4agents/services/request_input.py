@@ -22,7 +22,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, false, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import MailRow, PermissionRow, SessionDeciderRow
+from mailui4agents.db.tables import MailRow, PermissionRow
+from mailui4agents.services import access
 from mailui4agents.services.principals import Principal
 
 REQUEST_MAIL = "permission_request"
@@ -55,14 +56,7 @@ def visible(reader: Principal) -> ColumnElement[bool]:
     """A test of a MailRow: not a request mail whose input `reader` may not see."""
     sees: ColumnElement[bool] = false()
     if reader.is_human:
-        sees = (
-            select(SessionDeciderRow.name)
-            .where(
-                SessionDeciderRow.session_id == MailRow.session_id,
-                SessionDeciderRow.name == reader.name,
-            )
-            .exists()
-        )
+        sees = access.decides(reader.name, MailRow.session_id)
     elif reader.kind == "agent":
         sees = and_(MailRow.from_name == reader.name, MailRow.from_human.is_(False))
     return or_(MailRow.type != REQUEST_MAIL, sees)
@@ -99,14 +93,7 @@ async def hidden(s: AsyncSession, reader: Principal, mails: Iterable[MailHead]) 
         return {}
     decides: Any = false()
     if reader.is_human:
-        decides = (
-            select(SessionDeciderRow.name)
-            .where(
-                SessionDeciderRow.session_id == PermissionRow.session_id,
-                SessionDeciderRow.name == reader.name,
-            )
-            .exists()
-        )
+        decides = access.decides(reader.name, PermissionRow.session_id)
     rows = await s.execute(
         select(
             PermissionRow.mail_id,

@@ -50,7 +50,12 @@ class AttachmentRef(Lenient):
 
 
 class NewMailEvent(Lenient):
-    """Data of a `new_mail` event: the delivery fields every mail shape starts with."""
+    """Data of a `new_mail` event: a mail (MailOut) without its MAIL_ONLY_FIELDS.
+
+    These declarations are for typed access only: each is a field of MailOut
+    with the same type (tests/services/test_mail_builder.py), and the gateway
+    sends every field of the projection whether declared here or not (a newer
+    one is kept as an extra)."""
 
     mail_id: str
     session_id: str
@@ -101,6 +106,14 @@ class MailOut(Lenient):
     permission_enforcement: str | None = None
     platform_session_id: str | None = None
     from_name: str | None = None
+
+
+MAIL_ONLY_FIELDS = frozenset(
+    ("id", "body", "body_truncated", "parent_mail_id", "attachments", "relay", "read", "from_name")
+)
+"""The fields of MailOut a `new_mail` event does not carry (the body and what one
+reader's copy knows). The event is every other field of the mail
+(services/views.new_mail_data): a field added to MailOut reaches the event by itself."""
 
 
 class InboxItem(MailOut):
@@ -466,6 +479,7 @@ class PermissionDecisionEvent(Lenient):
     note: str | None = None
     answers: list[str] | None = None
     decided_by: str | None = None
+    decided_via: DecidedVia | None = None
 
 
 class ResetEvent(Lenient):

@@ -1,0 +1,62 @@
+"""Each rule has one encoding (CONTRIBUTING.md, "Adding a mail field";
+services/access.py): no module but services/access.py orders a session's
+deciders (DECIDER_ORDER, deciders_stmt), and no module but services/views.py
+lists the keys of a mail (mail_item)."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.architecture.test_import_graph import ROOT, module_name
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {
+        module_name(p): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(ROOT.rglob("*.py"))
+    }
+
+
+def _orders_deciders(tree: ast.Module) -> bool:
+    """An `.order_by(...)` (or `.desc()`/`.asc()`) on a SessionDeciderRow column."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in ("order_by", "desc", "asc"):
+            continue
+        if "SessionDeciderRow" in ast.unparse(node):
+            return True
+    return False
+
+
+def _dict_with_keys(tree: ast.Module, keys: set[str]) -> bool:
+    """A dict literal naming all of `keys`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            named = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if keys <= named:
+                return True
+    return False
+
+
+def test_only_access_orders_a_sessions_deciders() -> None:
+    found = [name for name, tree in _modules().items() if _orders_deciders(tree)]
+    assert found == ["mailui4agents.services.access"]
+
+
+# Keys only a whole mail has, together: a second builder would name them all.
+MAIL_KEYS = {"reply_address", "self_address", "body_truncated", "in_reply_to"}
+
+
+def test_only_the_builder_lists_a_mails_keys() -> None:
+    found = [name for name, tree in _modules().items() if _dict_with_keys(tree, MAIL_KEYS)]
+    assert found == ["mailui4agents.services.views"]
+
+
+def test_the_walkers_see_what_they_look_for() -> None:
+    second = ast.parse(
+        "stmt.order_by(SessionDeciderRow.role.desc())\n"
+        + "x = {"
+        + ", ".join(f"{k!r}: 1" for k in sorted(MAIL_KEYS))
+        + "}\n"
+    )
+    assert _orders_deciders(second) and _dict_with_keys(second, MAIL_KEYS)
