@@ -194,6 +194,13 @@ async def agent_out(s: AsyncSession, row: AgentRow, connected_streams: int) -> A
     )
 
 
+async def live_agent_out(
+    s: AsyncSession, row: AgentRow, connected: Callable[[str], int]
+) -> AgentOut:
+    """agent_out with `connected(key)`: its open event streams."""
+    return await agent_out(s, row, connected(principal_key(row.name, False)))
+
+
 async def list_agents(s: AsyncSession, connected: Callable[[str], int]) -> list[AgentOut]:
     """Every agent, by name, with `connected(key)`: its open event streams."""
     rows = (await s.scalars(select(AgentRow).order_by(AgentRow.name))).all()
