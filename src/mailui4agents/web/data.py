@@ -42,7 +42,14 @@ from mailui4agents.services import (
 from mailui4agents.services import grants as grant_service
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
-from mailui4agents.wire.models import to_json
+from mailui4agents.wire.models import (
+    AttachmentRef,
+    MailOut,
+    PermissionOut,
+    SessionOut,
+    Suggestions,
+    to_json,
+)
 
 # What the web layer raises for a caller's mistake (status, code, message, field),
 # and everything a page catches: services raise domain errors (domain/errors.py).
@@ -191,12 +198,12 @@ async def request_kinds(gw: Gateway, mails: list[dict[str, Any]]) -> dict[str, s
         return await request_cards.request_kinds(s, ids)
 
 
-async def send(gw: Gateway, who: Principal, draft: sending.Draft) -> dict[str, Any]:
-    """A person's mail (services/sending.py), as the JSON the API answers with."""
+async def send(gw: Gateway, who: Principal, draft: sending.Draft) -> MailOut:
+    """A person's mail (services/sending.py)."""
     result = await sending.send(gw, who, draft)
     # People send without relay keys, so a send is never a duplicate.
     assert isinstance(result.outcome, Sent)
-    return to_json(result.outcome.mail)
+    return result.outcome.mail
 
 
 async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, Any]:
@@ -206,10 +213,10 @@ async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, 
 
 async def decide(
     gw: Gateway, who: Principal, token: str, request_id: str, choice: Choice
-) -> dict[str, Any]:
+) -> PermissionOut:
     """Decide from the web session `token` (a paired device's: its name is
     recorded, services/deciding.py)."""
-    return to_json(await deciding.decide(gw, who, request_id, choice, web_token=token))
+    return await deciding.decide(gw, who, request_id, choice, web_token=token)
 
 
 async def request_kind(gw: Gateway, who: Principal, request_id: str) -> str:
@@ -226,17 +233,16 @@ async def update_session(
     alias: str | None = None,
     permission_mode: str | None = None,
     archived: bool | None = None,
-) -> dict[str, Any]:
+) -> SessionOut:
     """The API's PATCH /sessions/{id}: archiving cancels what is pending there
     (services/sessions.update_session, the one place that does)."""
     async with gw.write() as s:
-        out = await sessions.update_session(s, who, session_id, alias, permission_mode, archived)
-        return to_json(out)
+        return await sessions.update_session(s, who, session_id, alias, permission_mode, archived)
 
 
-async def accept_alias(gw: Gateway, who: Principal, session_id: str) -> dict[str, Any]:
+async def accept_alias(gw: Gateway, who: Principal, session_id: str) -> SessionOut:
     async with gw.write() as s:
-        return to_json(await sessions.accept_proposed_alias(s, who, session_id))
+        return await sessions.accept_proposed_alias(s, who, session_id)
 
 
 async def session_grants(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
@@ -255,9 +261,9 @@ async def revoke_session_grant(gw: Gateway, who: Principal, session_id: str, gra
         await grant_service.revoke_grant(s, who, grant_id)
 
 
-async def suggest(gw: Gateway, who: Principal, q: str) -> dict[str, Any]:
+async def suggest(gw: Gateway, who: Principal, q: str) -> Suggestions:
     async with gw.read() as s:
-        return to_json(await discovery.suggest(s, access.Reader(who), q))
+        return await discovery.suggest(s, access.Reader(who), q)
 
 
 async def contacts(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
@@ -340,8 +346,8 @@ def open_events(request: Request, gw: Gateway, who: Principal, token: str) -> Ev
     return event_stream.open_stream(request, gw, who, token)
 
 
-async def upload(request: Request, gw: Gateway, who: Principal) -> dict[str, Any]:
-    return to_json(await files.upload(request, who, gw))
+async def upload(request: Request, gw: Gateway, who: Principal) -> AttachmentRef:
+    return await files.upload(request, who, gw)
 
 
 async def download(gw: Gateway, who: Principal, attachment_id: str) -> StreamingResponse:

@@ -15,12 +15,14 @@ from fastapi.responses import (
     RedirectResponse,
     Response,
 )
+from pydantic import BaseModel
 
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.domain.modes import MODES
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
 from mailui4agents.web.render import environment, static_file
+from mailui4agents.wire.models import to_json
 
 router = APIRouter(include_in_schema=False)
 
@@ -116,9 +118,15 @@ async def _guard(request: Request) -> tuple[WebUser | None, Response | None, Map
     return user, None, form
 
 
-def _done(request: Request, target: str, payload: dict[str, Any] | None = None) -> Response:
+def _done(
+    request: Request, target: str, payload: BaseModel | Mapping[str, str] | None = None
+) -> Response:
+    """The answer to a POST that worked: 303 to `target`, or for a fetch the
+    JSON of `payload` (the API's answer, `to_json`), else `{"ok": true}`."""
     if _wants_json(request):
-        return JSONResponse(payload or {"ok": True})
+        if isinstance(payload, BaseModel):
+            return JSONResponse(to_json(payload))
+        return JSONResponse(dict(payload) if payload else {"ok": True})
     return RedirectResponse(target, status_code=303)
 
 
@@ -304,7 +312,7 @@ async def session_action(request: Request, session_id: str) -> Response:
             out = await data.accept_alias(gw, user.principal, session_id)
         elif action == "revoke-grant":
             await data.revoke_session_grant(gw, user.principal, session_id, _text(form, "grant_id"))
-            out = {"ok": True}
+            out = None
         elif action == "mode":
             mode = _text(form, "mode")
             if mode not in MODES:
@@ -375,7 +383,7 @@ async def compose(request: Request) -> Response:
         out = await data.send(gateway(request), user.principal, draft)
     except data.Refusal as err:
         return _error(request, user, err)
-    return _done(request, f"/sessions/{quote(out['session_id'])}", out)
+    return _done(request, f"/sessions/{quote(out.session_id)}", out)
 
 
 @router.get("/approvals")
@@ -444,7 +452,7 @@ async def suggest(request: Request, q: str = "") -> Response:
     if user is None:
         return JSONResponse({"error": {"code": "unauthorized", "message": "log in"}}, 401)
     try:
-        return JSONResponse(await data.suggest(gateway(request), user.principal, q[:200]))
+        return JSONResponse(to_json(await data.suggest(gateway(request), user.principal, q[:200])))
     except data.Refusal as refusal:
         err = data.as_service_error(refusal)
         return JSONResponse(err.body(), status_code=err.status)
@@ -471,7 +479,9 @@ async def upload(request: Request) -> Response:
     if not auth.csrf_ok(request, user, None):
         return _csrf_refused(request)
     try:
-        return JSONResponse(await data.upload(request, gateway(request), user.principal), 201)
+        return JSONResponse(
+            to_json(await data.upload(request, gateway(request), user.principal)), 201
+        )
     except data.Refusal as refusal:
         err = data.as_service_error(refusal)
         return JSONResponse(err.body(), status_code=err.status)
