@@ -1,12 +1,14 @@
 """The web pages and the API run the same use cases (services/): archiving a
 session cancels what is pending in one place, with the same resulting session
 and events whichever side asked; a decision from a paired phone's web session
-records the device, as a push action does. In-process (fast)."""
+records the device, as a push action does; who is online is one rule
+(services/online.py). In-process (fast)."""
 
 from __future__ import annotations
 
 import re
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,9 @@ import pytest
 from sqlalchemy import func, select
 
 from mailui4agents.db.tables import EventRow
+from mailui4agents.services import online
 from mailui4agents.state import Gateway
-from tests.conftest import Api
+from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, Api
 from tests.web.test_web_admin_sessions import browser
 from tests.web.test_web_devices import pairing, use
 
@@ -158,3 +161,39 @@ async def test_a_decision_from_a_paired_phone_names_the_device_and_a_password_lo
         assert r.status_code == 303, r.text
     via = await _decided_via(api, by_password)
     assert via["channel"] == "web" and via.get("device") is None, via
+
+
+def test_an_agent_is_online_with_a_stream_or_a_heartbeat_in_the_last_two_minutes() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert online.agent_online(1, None, now)
+    assert online.agent_online(0, now - timedelta(seconds=119), now)
+    assert not online.agent_online(0, now - timedelta(seconds=120), now)
+    assert not online.agent_online(0, None, now)
+
+
+def _agent_line(page: str, name: str) -> str:
+    m = re.search(rf'<li id="agent-{name}">.*?</li>', page, re.S)
+    assert m, page
+    return m.group(0)
+
+
+async def test_the_contacts_page_shows_an_agents_details_to_its_owners_and_admins_only(
+    api: Api,
+) -> None:
+    await api.user("ana")
+    await api.user("eve")
+    await api.agent("bot", owners=["ana"])
+    r = await api.http.post(
+        "/api/v1/agent/heartbeat",
+        json={"platform": "claude-code", "version": "2.1", "mode_enforcement": "native"},
+        headers=api.auth("bot"),
+    )
+    assert r.status_code == 200, r.text
+    for who, password in (("ana", USER_PASSWORD), ("admin", ADMIN_PASSWORD)):
+        async with browser(api, who, password) as b:
+            line = _agent_line((await b.http.get("/contacts")).text, "bot")
+        assert "claude-code 2.1" in line and ">online<" in line, (who, line)
+    async with browser(api, "eve") as eve:
+        line = _agent_line((await eve.http.get("/contacts")).text, "bot")
+    assert "claude-code" not in line and "online" not in line, line
+    assert "for its owners and admins" in line and "native" in line

@@ -100,8 +100,7 @@ async def list_permissions(
     limit: Limit = 50,
 ) -> Page[PermissionOut]:
     async with gw.write() as s:
-        await permissions.expire_due(s, session_id)
-        items = await permissions.list_for_human(s, who, status, session_id, limit)
+        items = await deciding.requests_for(s, who, status, session_id, limit)
     return page(items, None)
 
 

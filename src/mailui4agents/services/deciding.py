@@ -1,12 +1,15 @@
-"""Deciding a request from an adapter: the content limits, where the answer
-came from, then services/permission_decisions.decide. The API route
-(api/permissions.py) and the web UI (web/data.py) both call `decide`."""
+"""Deciding requests from an adapter: what awaits a decider (`requests_for`), and
+`decide`: the content limits, where the answer came from, then
+services/permission_decisions.decide. The API routes (api/permissions.py) and
+the web UI (web/data.py) both call these."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from mailui4agents.services import content, devices, permission_decisions
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.services import content, devices, permission_decisions, permissions
 from mailui4agents.services.permission_decisions import Choice
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
@@ -27,3 +30,13 @@ async def decide(
             if device is not None:
                 choice = replace(choice, device=device.name)
         return await permission_decisions.decide(s, who, request_id, choice)
+
+
+async def requests_for(
+    s: AsyncSession, who: Principal, status: str | None, session_id: str | None, limit: int
+) -> list[PermissionOut]:
+    """The requests `who` may decide (deciders only, admins included:
+    docs/access.md), newest first; what is past its deadline expires first, so
+    nothing shows as pending that no longer is."""
+    await permissions.expire_due(s, session_id)
+    return await permissions.list_for_human(s, who, status, session_id, limit)

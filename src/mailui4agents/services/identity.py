@@ -291,6 +291,14 @@ async def revoke_user_token(s: AsyncSession, who: Principal, token_id: str) -> N
     s.info.setdefault("recheck", set()).add(who.key)
 
 
+async def revoke_current_token(s: AsyncSession, who: Principal, token: str) -> None:
+    """Revoke `token`, the one `who` came with (the web UI's "Log out"); its open
+    streams end too."""
+    for t in await list_user_tokens(s, who.id, token):
+        if t.current:
+            await revoke_user_token(s, who, t.id)
+
+
 async def authenticate(s: AsyncSession, token: str) -> Principal | None:
     """The principal a bearer token belongs to, or None (unknown, revoked or expired)."""
     found = await authenticate_until(s, token)

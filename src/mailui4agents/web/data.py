@@ -33,7 +33,6 @@ from mailui4agents.services import (
     logins,
     online,
     permission_decisions,
-    permissions,
     reading,
     request_cards,
     sending,
@@ -99,9 +98,7 @@ async def authenticate(gw: Gateway, token: str) -> Principal | None:
 async def logout(gw: Gateway, who: Principal, token: str) -> None:
     """Revoke the web session's token (its open streams end too)."""
     async with gw.write() as s:
-        for t in await identity.list_user_tokens(s, who.id, token):
-            if t.current:
-                await identity.revoke_user_token(s, who, t.id)
+        await identity.revoke_current_token(s, who, token)
 
 
 async def session_list(gw: Gateway, who: Principal, status: str | None) -> list[dict[str, Any]]:
@@ -132,8 +129,7 @@ async def pending(
 ) -> list[dict[str, Any]]:
     """Pending requests this person may decide (deciders only: docs/access.md)."""
     async with gw.write() as s:
-        await permissions.expire_due(s, session_id)
-        items = await permissions.list_for_human(s, who, "pending", session_id, MAX_PENDING)
+        items = await deciding.requests_for(s, who, "pending", session_id, MAX_PENDING)
     return [to_json(i) for i in items]
 
 
