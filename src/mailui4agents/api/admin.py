@@ -134,8 +134,7 @@ async def rotate_key(
     after `grace_s` seconds (time to deploy the new key); their open streams end
     then too."""
     async with gw.write() as s:
-        agent = await agent_accounts.get_agent(s, name)
-        key = await agent_accounts.rotate_agent_key(s, agent, grace_s)
+        key = await agent_accounts.rotate_key(s, name, grace_s)
     return KeyRotated(name=name, key=key, grace_s=grace_s)
 
 

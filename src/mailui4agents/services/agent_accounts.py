@@ -121,6 +121,12 @@ async def get_agent(s: AsyncSession, name: str) -> AgentRow:
     return row
 
 
+async def rotate_key(s: AsyncSession, name: str, grace_s: float = 0) -> str:
+    """rotate_agent_key for the agent called `name` (404 for an unknown one): the
+    admin API's and the admin page's "new key"."""
+    return await rotate_agent_key(s, await get_agent(s, name), grace_s)
+
+
 async def rotate_agent_key(s: AsyncSession, agent: AgentRow, grace_s: float = 0) -> str:
     """A new key; the agent's other keys stop working now (`grace_s` 0) or after
     `grace_s` seconds (a grace end already sooner stays)."""

@@ -324,8 +324,7 @@ async def add_agent(
 
 async def rotate_key(gw: Gateway, name: str) -> str:
     async with gw.write() as s:
-        agent = await agent_accounts.get_agent(s, name)
-        return await agent_accounts.rotate_agent_key(s, agent, 0)
+        return await agent_accounts.rotate_key(s, name, 0)
 
 
 async def revoke_key(gw: Gateway, name: str, key_id: str) -> None:
