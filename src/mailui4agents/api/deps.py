@@ -61,7 +61,7 @@ async def principal(request: Request) -> Principal:
 
 # human, agent and admin call principal rather than depend on it: one
 # dependency for FastAPI to solve per request instead of two or three. A route
-# takes exactly one of Human, Agent, Admin or Anyone.
+# takes exactly one of Human, Agent, Admin, Anyone or PageOrToken.
 
 
 async def human(request: Request) -> Principal:
