@@ -36,7 +36,6 @@ from mailui4agents.api.body_guard import BodyGuard
 from mailui4agents.api.errors import error_handler
 from mailui4agents.api.http_errors import http_error_handler, internal_error_handler
 from mailui4agents.api.openapi import document_errors
-from mailui4agents.api.uploads import FRAMING_SLACK, UPLOAD_PATHS
 from mailui4agents.api.validation import validation_handler
 from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
@@ -45,6 +44,7 @@ from mailui4agents.errors import ApiError
 from mailui4agents.events import log as event_log
 from mailui4agents.events import pg_listen
 from mailui4agents.events.hub import EventHub
+from mailui4agents.http.uploads import FRAMING_SLACK, UPLOAD_PATHS
 from mailui4agents.private_files import private_dir, private_file
 from mailui4agents.services import identity, push_keys, push_send, scheduler
 from mailui4agents.services.limits import LoginGuard

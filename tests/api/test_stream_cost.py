@@ -1,6 +1,6 @@
 """Open streams cost (almost) nothing per commit: the hub reads the log once per
 commit for all of them and no stream re-checks its token per event
-(events/hub.py, api/events.py). Counted with SQLAlchemy statement events on a
+(events/hub.py, http/event_stream.py). Counted with SQLAlchemy statement events on a
 real gateway (uvicorn in a thread), not timed."""
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ async def test_a_held_stream_gets_keep_alives_and_leaves_the_hub_with_its_client
     tmp_path: Path,
 ) -> None:
     """The keep-alive comes from the hub's clock and the disconnect from the
-    stream's one helper task (api/events.py): no timer or task of sse-starlette."""
+    stream's one helper task (http/event_stream.py): no timer or task of sse-starlette."""
     with live_app(fast_settings(tmp_path, sse_ping_s=1)) as served:
         hub = served.gateway.hub
         left = on_unsubscribe(hub, "agent:pinged")

@@ -1,5 +1,6 @@
 """Services speak in domain terms: no web framework, no HTTP errors; and every
-domain error has exactly one HTTP status, in api/errors.py."""
+domain error has exactly one HTTP status, in mailui4agents/errors.py (api/errors.py
+answers with it)."""
 
 from __future__ import annotations
 

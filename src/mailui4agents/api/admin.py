@@ -1,15 +1,15 @@
-"""Admin: users, agents and agent keys."""
+"""Admin: users (who is an admin, password resets), agents and agent keys."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
-from mailui4agents.api.deps import Admin, GatewayDep
+from mailui4agents.api.deps import Admin, GatewayDep, bearer_token
 from mailui4agents.api.pages import page
-from mailui4agents.api.schemas import AgentCreate, NameIn, UserCreate
-from mailui4agents.services import agent_accounts, identity, tasking
+from mailui4agents.api.schemas import AgentCreate, NameIn, PasswordIn, UserCreate, UserPatch
+from mailui4agents.services import agent_accounts, identity, logins, tasking
 from mailui4agents.wire.models import (
     AgentCreated,
     AgentOut,
@@ -44,6 +44,22 @@ async def create_user(body: UserCreate, _: Admin, gw: GatewayDep) -> UserCreated
 async def list_users(_: Admin, gw: GatewayDep) -> Page[UserOut]:
     async with gw.read() as s:
         return page(await identity.list_users(s), None)
+
+
+@router.patch("/users/{username}", response_model=UserOut)
+async def update_user(username: str, body: UserPatch, _: Admin, gw: GatewayDep) -> UserOut:
+    """Make `username` an admin or take it back; it holds at the user's next
+    request (its open streams re-check). 404 unknown user; 409 for the last admin."""
+    return await logins.set_admin(gw, username, body.is_admin)
+
+
+@router.put("/users/{username}/password", response_model=UserOut)
+async def reset_password(
+    username: str, body: PasswordIn, request: Request, who: Admin, gw: GatewayDep
+) -> UserOut:
+    """Set a new password; every login and API token of the user ends (the
+    caller's own, when an admin resets itself, stays). 400 `password`; 404 `username`."""
+    return await logins.reset_password(gw, who, bearer_token(request), username, body.password)
 
 
 @router.post("/agents", status_code=201, response_model=AgentCreated)
@@ -118,8 +134,7 @@ async def rotate_key(
     after `grace_s` seconds (time to deploy the new key); their open streams end
     then too."""
     async with gw.write() as s:
-        agent = await agent_accounts.get_agent(s, name)
-        key = await agent_accounts.rotate_agent_key(s, agent, grace_s)
+        key = await agent_accounts.rotate_key(s, name, grace_s)
     return KeyRotated(name=name, key=key, grace_s=grace_s)
 
 

@@ -17,9 +17,9 @@ from mailui4agents.services import (
     agents,
     content,
     identity,
-    mail,
     platform_sessions,
     reading,
+    sending,
 )
 from mailui4agents.wire.models import (
     Duplicate,
@@ -91,26 +91,19 @@ async def heartbeat(
 async def send_mail(
     body: AgentMailCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> MailOut | Duplicate:
-    content.check_mail(gw.settings, body.subject, body.body)
-    async with gw.read() as r:  # lookups before the one writer is taken
-        recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
-    async with gw.write() as s:
-        result = await mail.send_mail(
-            s,
-            gw.settings,
-            who,
-            to=body.to,
-            cc=body.cc,
-            subject=body.subject,
-            body=body.body,
-            parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
-            relay=body.relay,
-            relay_key=body.relay_key,
-            from_session_id=str(body.from_session_id) if body.from_session_id else None,
-            type_="failure" if body.type == "failure" else "relay" if body.relay else "message",
-            attachment_ids=[str(i) for i in body.attachment_ids],
-            recipients=recipients,
-        )
+    draft = sending.Draft(
+        to=body.to,
+        cc=body.cc,
+        subject=body.subject,
+        body=body.body,
+        parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
+        relay=body.relay,
+        relay_key=body.relay_key,
+        from_session_id=str(body.from_session_id) if body.from_session_id else None,
+        type_="failure" if body.type == "failure" else "relay" if body.relay else "message",
+        attachment_ids=[str(i) for i in body.attachment_ids],
+    )
+    result = (await sending.send(gw, who, draft)).outcome
     return answer(result, response)
 
 

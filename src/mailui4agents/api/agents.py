@@ -4,31 +4,21 @@ admins (docs/access.md, "Who may set an agent to work")."""
 from __future__ import annotations
 
 from fastapi import APIRouter
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import AgentPolicyPatch, NameIn
-from mailui4agents.db.tables import AgentRow
 from mailui4agents.services import agent_accounts, tasking
-from mailui4agents.services.principals import principal_key
-from mailui4agents.state import Gateway
 from mailui4agents.wire.models import AgentOut, Page, TaskerOut
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
-
-
-async def _out(s: AsyncSession, gw: Gateway, row: AgentRow) -> AgentOut:
-    return await agent_accounts.agent_out(s, row, gw.hub.connected(principal_key(row.name, False)))
 
 
 @router.get("/{name}", response_model=AgentOut)
 async def show_agent(name: str, who: Human, gw: GatewayDep) -> AgentOut:
     async with gw.read() as s:
         row = await tasking.managed_agent(s, who, name)
-        return await agent_accounts.agent_out(
-            s, row, gw.hub.connected(principal_key(row.name, False))
-        )
+        return await agent_accounts.live_agent_out(s, row, gw.hub.connected)
 
 
 @router.patch("/{name}", response_model=AgentOut)
@@ -44,9 +34,7 @@ async def update_agent(name: str, body: AgentPolicyPatch, who: Human, gw: Gatewa
             max_mode_taskers=ceilings.taskers if ceilings else None,
         )
         await s.flush()
-        return await agent_accounts.agent_out(
-            s, row, gw.hub.connected(principal_key(row.name, False))
-        )
+        return await agent_accounts.live_agent_out(s, row, gw.hub.connected)
 
 
 @router.get("/{name}/taskers", response_model=Page[TaskerOut])

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import anyio
 from fastapi import APIRouter, Request
 
 from mailui4agents.api.deps import GatewayDep, Human, bearer_token
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import LoginIn, TokenCreate
 from mailui4agents.errors import ApiError
-from mailui4agents.services import identity
-from mailui4agents.wire.models import LoginOut, LoginUser, Page, Revoked, TokenCreated, TokenOut
+from mailui4agents.services import identity, logins
+from mailui4agents.wire.models import LoginOut, Page, Revoked, TokenCreated, TokenOut
 
 router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
 
@@ -18,25 +17,19 @@ router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
 @router.post("/login", response_model=LoginOut)
 async def login(body: LoginIn, request: Request, gw: GatewayDep) -> LoginOut:
     """Attempts are limited per username and per client address (429 with
-    Retry-After, services/limits.py). The Argon2 check runs in a worker thread
-    with no transaction open: only the token insert takes the writer."""
+    Retry-After, services/limits.py); the use case is services/logins.py."""
     address = request.client.host if request.client is not None else "unknown"
-    attempt = gw.logins.begin(body.username, address)
-    async with gw.read() as s:
-        user = await identity.user_by_name(s, body.username)
-    stored = None if user is None else user.password_hash
-    async with gw.hash_slots:
-        ok = await anyio.to_thread.run_sync(
-            identity.password_matches, gw.hasher, stored, body.password
-        )
-    if not ok or user is None:
-        raise ApiError(401, "unauthorized", "wrong username or password")
-    attempt.succeeded()
-    async with gw.write() as s:
-        token = await identity.issue_user_token(
-            s, user.id, "login", ttl_s=gw.settings.login_token_ttl_s
-        )
-    return LoginOut(token=token, user=LoginUser(username=user.username, is_admin=user.is_admin))
+    done = await logins.log_in(
+        gw,
+        body.username,
+        body.password,
+        address,
+        token_name="login",
+        ttl_s=gw.settings.login_token_ttl_s,
+    )
+    if done is None:
+        raise ApiError(401, "unauthorized", logins.WRONG_PASSWORD)
+    return LoginOut(token=done.token, user=done.user)
 
 
 @router.post("/tokens", status_code=201, response_model=TokenCreated)

@@ -8,8 +8,10 @@ from fastapi import Depends, Request
 
 from mailui4agents.domain.errors import forbidden
 from mailui4agents.errors import ApiError
+from mailui4agents.http import web_session
 from mailui4agents.services import identity
 from mailui4agents.services.principals import Principal
+from mailui4agents.services.push_subscriptions import Login
 from mailui4agents.state import Gateway
 
 
@@ -49,7 +51,7 @@ async def principal(request: Request) -> Principal:
         raise _unauthorized("invalid or revoked token")
     who = found[0]
     # An event stream ends when its token does: it takes the end from here
-    # rather than looking the token up again (api/events.py).
+    # rather than looking the token up again (api/events.py, http/event_stream.py).
     request.state.token_until = (token, found[1])
     claimed = request.headers.get("x-agent-name") or request.query_params.get("agent")
     if who.kind == "agent" and claimed and claimed != who.name:
@@ -59,7 +61,7 @@ async def principal(request: Request) -> Principal:
 
 # human, agent and admin call principal rather than depend on it: one
 # dependency for FastAPI to solve per request instead of two or three. A route
-# takes exactly one of Human, Agent, Admin or Anyone.
+# takes exactly one of Human, Agent, Admin, Anyone or PageOrToken.
 
 
 async def human(request: Request) -> Principal:
@@ -78,12 +80,33 @@ async def agent(request: Request) -> Principal:
 
 async def admin(request: Request) -> Principal:
     who = await human(request)
-    if not who.is_admin:
-        raise forbidden("admins only")
+    identity.require_admin(who)
     return who
+
+
+async def page_or_token(request: Request) -> Login:
+    """A person by bearer token, or by web session cookie plus X-CSRF-Token: the
+    routes a page calls with its cookie (api/push.py, api/notify.py). A cookie
+    alone is what a cross-site request carries; the token is what it cannot."""
+    if request.headers.get("authorization"):
+        return Login(await human(request), bearer_token(request), web_session=False)
+    token = request.cookies.get(web_session.SESSION_COOKIE, "")
+    if not token:
+        raise _unauthorized("missing 'Authorization: Bearer <token>' header or web session")
+    gw: Gateway = request.app.state.gateway
+    found = await identity.authenticate_in(gw.db, token)
+    if found is None:
+        raise ApiError(401, "unauthorized", "the web session has ended: log in again")
+    who = found[0]
+    if who.kind != "user":
+        raise forbidden("agent keys cannot use human routes")
+    if not web_session.csrf_ok(request, token, None):
+        raise forbidden("a web session's request needs the page's X-CSRF-Token header")
+    return Login(who, token, web_session=True)
 
 
 Human = Annotated[Principal, Depends(human)]
 Agent = Annotated[Principal, Depends(agent)]
 Admin = Annotated[Principal, Depends(admin)]
 Anyone = Annotated[Principal, Depends(principal)]
+PageOrToken = Annotated[Login, Depends(page_or_token)]

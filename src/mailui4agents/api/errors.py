@@ -1,8 +1,10 @@
-"""The one place where a refusal becomes an HTTP answer.
+"""Where a refusal becomes the API's HTTP answer.
 
 Services raise domain errors (domain/errors.py) and know no statuses; the HTTP
 layer raises `ApiError` with its own status. Both leave through `error_handler`,
-in the one body shape `{"error": {"code", "message", "field"?, ...}}`.
+in the one body shape `{"error": {"code", "message", "field"?, ...}}`. The status
+of each domain error is in one table, mailui4agents/errors.py (the web pages use
+it too).
 """
 
 from __future__ import annotations
@@ -10,40 +12,10 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from mailui4agents.domain.errors import (
-    Conflict,
-    DomainError,
-    Forbidden,
-    Invalid,
-    NotFound,
-    RateLimited,
-    TooLarge,
-)
-from mailui4agents.errors import ApiError
+from mailui4agents.domain.errors import DomainError
+from mailui4agents.errors import STATUS, ApiError, as_api_error, status_of
 
-STATUS: dict[type[DomainError], int] = {
-    Invalid: 400,
-    Forbidden: 403,
-    NotFound: 404,
-    Conflict: 409,
-    TooLarge: 413,
-    RateLimited: 429,
-}
-
-
-def status_of(exc: DomainError) -> int:
-    """The status of the nearest class in STATUS (a bare DomainError is a 400)."""
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 400
-
-
-def as_api_error(exc: DomainError) -> ApiError:
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
-    return ApiError(
-        status_of(exc), exc.code, exc.message, field=exc.field, headers=headers, **exc.extra
-    )
+__all__ = ["STATUS", "as_api_error", "error_handler", "status_of"]
 
 
 async def error_handler(request: Request, exc: Exception) -> JSONResponse:

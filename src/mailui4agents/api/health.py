@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from mailui4agents.api.deps import GatewayDep
-from mailui4agents.db import migrate
+from mailui4agents.services import health
 from mailui4agents.wire.models import HealthOut, ReadyOut
 
 router = APIRouter(tags=["health"])
@@ -23,13 +23,7 @@ async def healthz() -> HealthOut:
     responses={503: {"model": ReadyOut, "description": "Not ready: migrating or unavailable"}},
 )
 async def readyz(gw: GatewayDep, response: Response) -> ReadyOut:
-    try:
-        current = await migrate.current_revision(gw.db)
-    except Exception as e:  # the database is unreachable: not ready, say why
+    out = await health.readiness(gw.db)
+    if out.status != "ready":
         response.status_code = 503
-        return ReadyOut(status="unavailable", error=str(e))
-    head = migrate.head_revision()
-    if current != head:
-        response.status_code = 503
-        return ReadyOut(status="migrating", revision=current, head=head)
-    return ReadyOut(status="ready", revision=current)
+    return out

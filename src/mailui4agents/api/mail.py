@@ -11,7 +11,7 @@ from mailui4agents.api.pages import json_object, json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import Limit, MailCreate
 from mailui4agents.api.validation import BodyLimit
-from mailui4agents.services import access, content, mail, reading
+from mailui4agents.services import access, reading, sending
 from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page
 
 router = APIRouter(prefix="/api/v1", tags=["mail"])
@@ -27,23 +27,16 @@ router = APIRouter(prefix="/api/v1", tags=["mail"])
 async def send_mail(
     body: MailCreate, who: Human, gw: GatewayDep, response: Response
 ) -> MailOut | Duplicate:
-    content.check_mail(gw.settings, body.subject, body.body)
-    async with gw.read() as r:  # lookups before the one writer is taken
-        recipients = await mail.resolve_recipients(r, gw.settings, body.to, body.cc)
-    async with gw.write() as s:
-        result = await mail.send_mail(
-            s,
-            gw.settings,
-            who,
-            to=body.to,
-            cc=body.cc,
-            subject=body.subject,
-            body=body.body,
-            parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
-            permission_mode=body.permission_mode,
-            attachment_ids=[str(i) for i in body.attachment_ids],
-            recipients=recipients,
-        )
+    draft = sending.Draft(
+        to=body.to,
+        cc=body.cc,
+        subject=body.subject,
+        body=body.body,
+        parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
+        permission_mode=body.permission_mode,
+        attachment_ids=[str(i) for i in body.attachment_ids],
+    )
+    result = (await sending.send(gw, who, draft)).outcome
     return answer(result, response)
 
 

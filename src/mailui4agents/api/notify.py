@@ -10,22 +10,15 @@ the token is what it cannot), as the push subscription routes do."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import UTC, datetime
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from pydantic import Field
 
-from mailui4agents.api import deps
-from mailui4agents.api.deps import GatewayDep, Human
+from mailui4agents.api.deps import GatewayDep, Human, PageOrToken
 from mailui4agents.api.validation import StrictBody
-from mailui4agents.db.types import utcnow
-from mailui4agents.domain.errors import forbidden, invalid_value
-from mailui4agents.errors import ApiError
+from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import notify_policy
-from mailui4agents.services.identity import authenticate_in
-from mailui4agents.services.principals import Principal
-from mailui4agents.state import Gateway
-from mailui4agents.web import auth as web_auth
 from mailui4agents.wire.notify import NotifyPolicyOut, PresenceOut
 
 router = APIRouter(prefix="/api/v1/me", tags=["notify"])
@@ -51,33 +44,6 @@ class NotifyPolicyPatch(StrictBody):
 NULLABLE = {"quiet_start", "quiet_end", "remind_after_min", "escalate_after_min"}
 
 
-async def page_or_token(request: Request) -> Principal:
-    """A person by bearer token, or by web session cookie plus X-CSRF-Token."""
-    if request.headers.get("authorization"):
-        return await deps.human(request)
-    token = request.cookies.get(web_auth.SESSION_COOKIE, "")
-    if not token:
-        raise ApiError(
-            401,
-            "unauthorized",
-            "missing 'Authorization: Bearer <token>' header or web session",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    gw: Gateway = request.app.state.gateway
-    found = await authenticate_in(gw.db, token)
-    if found is None:
-        raise ApiError(401, "unauthorized", "the web session has ended: log in again")
-    who = found[0]
-    if who.kind != "user":
-        raise forbidden("agent keys cannot use human routes")
-    if not web_auth.csrf_ok(request, web_auth.WebUser(who, token), None):
-        raise forbidden("a web session's request needs the page's X-CSRF-Token header")
-    return who
-
-
-PageOrToken = Annotated[Principal, Depends(page_or_token)]
-
-
 class PresenceIn(StrictBody):
     visible: bool
 
@@ -100,16 +66,16 @@ async def put_policy(body: NotifyPolicyPatch, who: Human, gw: GatewayDep) -> Not
         if value is None and name not in NULLABLE:
             raise invalid_value(name, f"{name} must not be null")
     async with gw.write() as s:
-        return _out(await notify_policy.set_policy(s, who, changes, utcnow()))
+        return _out(await notify_policy.set_policy(s, who, changes, datetime.now(UTC)))
 
 
 @router.post("/presence", response_model=PresenceOut)
-async def presence(body: PresenceIn, who: PageOrToken, gw: GatewayDep) -> PresenceOut:
+async def presence(body: PresenceIn, login: PageOrToken, gw: GatewayDep) -> PresenceOut:
     """A page of the caller is visible (`true`, sent again every 30 s while it
     is) or no longer (`false`). While visible, and for 45 s after the last
     beacon, pushes are skipped if the policy says so (skip_when_visible). A
     beacon is written only when the stored deadline ends within 30 s."""
-    now = utcnow()
+    now, who = datetime.now(UTC), login.who
     async with gw.read() as s:
         stored = await notify_policy.visible_until(s, who)
     if not notify_policy.presence_write_needed(stored, body.visible, now):

@@ -11,9 +11,9 @@ from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.results import DUPLICATE, answer_request
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
-from mailui4agents.db.tables import PermissionRow
 from mailui4agents.services import (
     content,
+    deciding,
     grants,
     permission_decisions,
     permission_requests,
@@ -76,20 +76,19 @@ async def get_permission(
     """Long-poll: answers as soon as the request is no longer pending, or after
     `wait` seconds with it still pending."""
 
-    async def load() -> PermissionRow:
+    async def load() -> PermissionOut:
         async with gw.read() as s:
-            return await permissions.own_request(s, who, request_id)
+            return permissions.permission_out(await permissions.own_request(s, who, request_id))
 
     async with gw.hub.waiter(who.key) as wake:
-        row = await load()
+        out = await load()
         with anyio.move_on_after(wait):
-            while row.status == "pending":
+            while out.status == "pending":
                 wake.clear()
-                row = await load()
-                if row.status == "pending":
+                out = await load()
+                if out.status == "pending":
                     await wake.wait()
-        row = await load()
-    return permissions.permission_out(row)
+        return await load()
 
 
 @router.get("/permissions", response_model=Page[PermissionOut], response_model_exclude_unset=True)
@@ -101,8 +100,7 @@ async def list_permissions(
     limit: Limit = 50,
 ) -> Page[PermissionOut]:
     async with gw.write() as s:
-        await permissions.expire_due(s, session_id)
-        items = await permissions.list_for_human(s, who, status, session_id, limit)
+        items = await deciding.requests_for(s, who, status, session_id, limit)
     return page(items, None)
 
 
@@ -122,13 +120,11 @@ async def decide_permission(
     from where, when. `X-Agentmail-Channel: cli` (sent by `agentmail approve`,
     `deny`, `answer`) records the decision as the command line's; anything else
     is the API's (docs/remote.md, "First answer wins")."""
-    content.check_decision(gw.settings, body.note, body.grant_pattern, body.answers)
     channel = "cli" if x_agentmail_channel == "cli" else "api"
-    async with gw.write() as s:
-        choice = permission_decisions.Choice(
-            body.decision, body.note, body.always, body.grant_pattern, body.answers, channel
-        )
-        return await permission_decisions.decide(s, who, request_id, choice)
+    choice = permission_decisions.Choice(
+        body.decision, body.note, body.always, body.grant_pattern, body.answers, channel
+    )
+    return await deciding.decide(gw, who, request_id, choice)
 
 
 @router.get("/permissions/{request_id}/deliveries", response_model=list[DeliveryOut])

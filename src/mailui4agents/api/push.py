@@ -10,22 +10,14 @@ services/push_subscriptions.py; the endpoint rule in services/push_endpoints.py.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from pydantic import Field
 
-from mailui4agents.api import deps
-from mailui4agents.api.deps import Admin, GatewayDep
+from mailui4agents.api.deps import Admin, GatewayDep, PageOrToken
 from mailui4agents.api.validation import StrictBody
-from mailui4agents.domain.errors import forbidden, invalid_value
-from mailui4agents.errors import ApiError
+from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import devices, push_send, push_subscriptions
-from mailui4agents.services.identity import authenticate_in
 from mailui4agents.services.push_endpoints import MAX_ENDPOINT, EndpointRefused, check_endpoint
-from mailui4agents.services.push_subscriptions import Login
-from mailui4agents.state import Gateway
-from mailui4agents.web import auth as web_auth
 from mailui4agents.wire.models import Revoked
 from mailui4agents.wire.push import (
     PushStatsOut,
@@ -38,34 +30,6 @@ from mailui4agents.wire.push import (
 router = APIRouter(prefix="/api/v1/push", tags=["push"])
 
 TEST_WAIT_S = 15.0  # how long POST /push/test waits for the push services' answers
-
-
-async def push_login(request: Request) -> Login:
-    """A person by bearer token, or by web session cookie plus X-CSRF-Token."""
-    if request.headers.get("authorization"):
-        who = await deps.human(request)
-        return Login(who, deps.bearer_token(request), web_session=False)
-    token = request.cookies.get(web_auth.SESSION_COOKIE, "")
-    if not token:
-        raise ApiError(
-            401,
-            "unauthorized",
-            "missing 'Authorization: Bearer <token>' header or web session",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    gw: Gateway = request.app.state.gateway
-    found = await authenticate_in(gw.db, token)
-    if found is None:
-        raise ApiError(401, "unauthorized", "the web session has ended: log in again")
-    who = found[0]
-    if who.kind != "user":
-        raise forbidden("agent keys cannot use human routes")
-    if not web_auth.csrf_ok(request, web_auth.WebUser(who, token), None):
-        raise forbidden("a web session's request needs the page's X-CSRF-Token header")
-    return Login(who, token, web_session=True)
-
-
-PushLogin = Annotated[Login, Depends(push_login)]
 
 
 class SubscriptionKeys(StrictBody):
@@ -91,7 +55,7 @@ async def vapid_public_key(gw: GatewayDep) -> VapidKeyOut:
 
 
 @router.post("/subscriptions", status_code=201, response_model=SubscriptionOut)
-async def subscribe(body: SubscriptionIn, login: PushLogin, gw: GatewayDep) -> SubscriptionOut:
+async def subscribe(body: SubscriptionIn, login: PageOrToken, gw: GatewayDep) -> SubscriptionOut:
     """Store this device's subscription (replacing its previous one). 400
     `endpoint` for an endpoint the gateway may not POST to: https to public
     addresses only, or one of `agentmail serve --push-endpoint-allow`."""
@@ -112,7 +76,7 @@ async def subscribe(body: SubscriptionIn, login: PushLogin, gw: GatewayDep) -> S
 
 
 @router.delete("/subscriptions/{subscription_id}", response_model=Revoked)
-async def unsubscribe(subscription_id: str, login: PushLogin, gw: GatewayDep) -> Revoked:
+async def unsubscribe(subscription_id: str, login: PageOrToken, gw: GatewayDep) -> Revoked:
     """Delete a subscription of one of your devices (anyone else's: 404)."""
     async with gw.write() as s:
         await push_subscriptions.unsubscribe(s, login.who, subscription_id)
@@ -120,7 +84,7 @@ async def unsubscribe(subscription_id: str, login: PushLogin, gw: GatewayDep) ->
 
 
 @router.post("/test", response_model=PushTestOut)
-async def test_push(login: PushLogin, gw: GatewayDep) -> PushTestOut:
+async def test_push(login: PageOrToken, gw: GatewayDep) -> PushTestOut:
     """A test push to each of your devices with a subscription; waits (up to
     15 s) for each push service's answer. No such device: an empty list."""
     assert gw.push is not None

@@ -28,6 +28,18 @@ class UserCreate(StrictBody):
     is_admin: bool = False
 
 
+class UserPatch(StrictBody):
+    """Make a user an admin (`true`) or take it back (`false`)."""
+
+    is_admin: bool
+
+
+class PasswordIn(StrictBody):
+    """A new password (8 to MAX_PASSWORD characters, services/identity.py)."""
+
+    password: str
+
+
 class MaxModeIn(StrictBody):
     """The highest mode an agent's owners / its other taskers may start it in."""
 

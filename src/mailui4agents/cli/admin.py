@@ -53,6 +53,38 @@ def user_list(as_json: bool) -> None:
         click.echo(f"{item.username}{flag}")
 
 
+@user.command("admin")
+@click.argument("name")
+@click.option("--revoke", is_flag=True, help="Take the admin role back instead.")
+def user_admin(name: str, revoke: bool) -> None:
+    """Make the user NAME an administrator (or, with --revoke, no longer one)."""
+    from mailui4agents.client import admin_users
+
+    changed = run(lambda client: admin_users.set_admin(client, name, not revoke))
+    role = "an administrator" if changed.is_admin else "no administrator"
+    click.echo(f"{changed.username} is {role}.")
+
+
+@user.command("password")
+@click.argument("name")
+@click.option(
+    "--password",
+    envvar="AGENTMAIL_NEW_PASSWORD",
+    help="The new password (else $AGENTMAIL_NEW_PASSWORD, else asked twice).",
+)
+def user_password(name: str, password: str | None) -> None:
+    """Set a new password for the user NAME; its logins and API tokens end."""
+    from mailui4agents.client import admin_users
+
+    if not password:
+        password = click.prompt(
+            f"New password for {name}", hide_input=True, confirmation_prompt=True, err=True
+        )
+    secret = str(password)
+    changed = run(lambda client: admin_users.reset_password(client, name, secret))
+    click.echo(f"New password set for {changed.username}; their logins ended.")
+
+
 @click.group("agent")
 def agent() -> None:
     """Manage agents and their keys (admin only); who may set them to work (owners too)."""

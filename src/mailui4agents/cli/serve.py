@@ -196,7 +196,7 @@ def serve(
     server.startup = startup  # type: ignore[method-assign]
 
     # SIGINT/SIGTERM: open event streams end now, so the graceful shutdown does
-    # not wait out its timeout for them (api/events.py, events/hub.py).
+    # not wait out its timeout for them (http/event_stream.py, events/hub.py).
     original_exit = server.handle_exit
 
     def handle_exit(sig: int, frame: object) -> None:

@@ -2,7 +2,7 @@
 
 Services raise these; they know nothing of HTTP. The API maps each class to its
 status (and `RateLimited` to a Retry-After header) in one table,
-`mailui4agents.api.errors`. Every error carries the `code`, `message`, optional
+`mailui4agents.errors`. Every error carries the `code`, `message`, optional
 `field` and extra members of the one error body (docs/api.md).
 """
 

@@ -121,6 +121,12 @@ async def get_agent(s: AsyncSession, name: str) -> AgentRow:
     return row
 
 
+async def rotate_key(s: AsyncSession, name: str, grace_s: float = 0) -> str:
+    """rotate_agent_key for the agent called `name` (404 for an unknown one): the
+    admin API's and the admin page's "new key"."""
+    return await rotate_agent_key(s, await get_agent(s, name), grace_s)
+
+
 async def rotate_agent_key(s: AsyncSession, agent: AgentRow, grace_s: float = 0) -> str:
     """A new key; the agent's other keys stop working now (`grace_s` 0) or after
     `grace_s` seconds (a grace end already sooner stays)."""
@@ -192,6 +198,13 @@ async def agent_out(s: AsyncSession, row: AgentRow, connected_streams: int) -> A
         ],
         connected_streams=connected_streams,
     )
+
+
+async def live_agent_out(
+    s: AsyncSession, row: AgentRow, connected: Callable[[str], int]
+) -> AgentOut:
+    """agent_out with `connected(key)`: its open event streams."""
+    return await agent_out(s, row, connected(principal_key(row.name, False)))
 
 
 async def list_agents(s: AsyncSession, connected: Callable[[str], int]) -> list[AgentOut]:

@@ -22,6 +22,7 @@ import time
 import unicodedata
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -172,6 +173,31 @@ def _live_devices(user_id: str, now: datetime) -> Select[Any]:
 def live_device_ids(user_id: str, now: datetime) -> Select[Any]:
     """The ids of the user's devices whose web session still works (a subquery)."""
     return _live_devices(user_id, now).with_only_columns(DeviceRow.id)
+
+
+@dataclass(frozen=True)
+class ThisDevice:
+    """The paired device a web session token belongs to."""
+
+    id: str
+    name: str
+    subscription_id: str | None  # its push subscription, if it has one
+
+
+_BY_TOKEN = (
+    select(DeviceRow.id, DeviceRow.name, PushSubscriptionRow.id)
+    .join(UserTokenRow, UserTokenRow.id == DeviceRow.token_id)
+    .outerjoin(PushSubscriptionRow, PushSubscriptionRow.device_id == DeviceRow.id)
+    .where(UserTokenRow.token_hash == bindparam("b_digest"))
+)
+
+
+async def this_device(s: AsyncSession, token: str) -> ThisDevice | None:
+    """The device whose web session `token` is (None: a password login, which is
+    no device). The web decision records its name (web/data.decide), as a
+    push action records the pushed device's (services/push_actions.py)."""
+    found = (await s.execute(_BY_TOKEN, {"b_digest": hash_token(token)})).first()
+    return None if found is None else ThisDevice(found[0], found[1], found[2])
 
 
 def device_out(row: DeviceRow, push: bool = False) -> DeviceOut:

@@ -25,7 +25,7 @@ from mailui4agents.db.tables import (
 )
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import names
-from mailui4agents.domain.errors import conflict, invalid_value, not_found
+from mailui4agents.domain.errors import conflict, forbidden, invalid_value, not_found
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.wire.models import (
@@ -110,6 +110,13 @@ async def create_user(
     return row
 
 
+def require_admin(who: Principal) -> None:
+    """Forbidden unless `who` is an admin person: the one admin check of the API
+    (api/deps.admin) and the web pages (web/views.py)."""
+    if not (who.is_human and who.is_admin):
+        raise forbidden("admins only")
+
+
 def check_password(password: str) -> None:
     if len(password) < 8:
         raise invalid_value("password", "password must have at least 8 characters")
@@ -120,7 +127,7 @@ def check_password(password: str) -> None:
 async def _user(s: AsyncSession, username: str) -> UserRow:
     row = await user_by_name(s, username)
     if row is None:
-        raise not_found(f"user '{username}'")
+        raise not_found(f"user '{username}'", field="username")
     return row
 
 
@@ -282,6 +289,14 @@ async def revoke_user_token(s: AsyncSession, who: Principal, token_id: str) -> N
         raise not_found(f"token '{token_id}'")
     # After the commit, the user's open streams re-check their tokens.
     s.info.setdefault("recheck", set()).add(who.key)
+
+
+async def revoke_current_token(s: AsyncSession, who: Principal, token: str) -> None:
+    """Revoke `token`, the one `who` came with (the web UI's "Log out"); its open
+    streams end too."""
+    for t in await list_user_tokens(s, who.id, token):
+        if t.current:
+            await revoke_user_token(s, who, t.id)
 
 
 async def authenticate(s: AsyncSession, token: str) -> Principal | None:

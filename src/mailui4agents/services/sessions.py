@@ -367,6 +367,17 @@ async def show_session(s: AsyncSession, who: Principal, session_id: str) -> Sess
     return await describe(s, row, who.name)
 
 
+async def show_session_and_power(
+    s: AsyncSession, who: Principal, session_id: str
+) -> tuple[SessionOut, bool]:
+    """show_session, and whether `who` may decide in it (the web thread page
+    shows its controls to deciders only)."""
+    row = await get_session(s, session_id)
+    reader = access.Reader(who)
+    await reader.ensure_read(s, row, f"session '{session_id}'")
+    return await describe(s, row, who.name), await reader.can_decide(s, row)
+
+
 async def update_session(
     s: AsyncSession,
     who: Principal,

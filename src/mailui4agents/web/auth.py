@@ -13,7 +13,6 @@ cookie (double submit).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
@@ -22,15 +21,17 @@ from urllib.parse import quote
 from fastapi import Request, Response
 from fastapi.responses import RedirectResponse
 
+from mailui4agents.http import web_session
+from mailui4agents.http.web_session import CSRF_HEADER as CSRF_HEADER
+from mailui4agents.http.web_session import SESSION_COOKIE as SESSION_COOKIE
+from mailui4agents.http.web_session import csrf_for as csrf_for
 from mailui4agents.services import devices
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
 from mailui4agents.web import data
 
-SESSION_COOKIE = "am_web"
 LOGIN_CSRF_COOKIE = "am_login_csrf"
 CSRF_FIELD = "csrf"
-CSRF_HEADER = "x-csrf-token"
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,6 @@ class WebUser:
     @property
     def csrf(self) -> str:
         return csrf_for(self.token)
-
-
-def csrf_for(token: str) -> str:
-    return hmac.new(token.encode(), b"agentmail-web-csrf", hashlib.sha256).hexdigest()
 
 
 def gateway(request: Request) -> Gateway:
@@ -122,8 +119,7 @@ def to_login(request: Request) -> RedirectResponse:
 
 
 def csrf_ok(request: Request, user: WebUser, sent: str | None) -> bool:
-    value = sent or request.headers.get(CSRF_HEADER, "")
-    return bool(value) and hmac.compare_digest(value, user.csrf)
+    return web_session.csrf_ok(request, user.token, sent)
 
 
 def safe_next(value: str | None) -> str:

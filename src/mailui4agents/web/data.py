@@ -1,53 +1,61 @@
 """Every call the web UI makes into the services, in one place.
 
 The pages never touch the database themselves: they call these functions, which
-call the same service functions as the API routes (src/mailui4agents/api/).
-Keeping them here means a change of a service signature is fixed once.
+call the same service functions as the API routes (src/mailui4agents/api/) —
+a use case is composed once, in services/ (logging in: services/logins.py,
+sending: services/sending.py, deciding: services/deciding.py), and both
+adapters call it. Nothing here imports the API (tests/architecture/test_adapters.py).
 
 The services answer wire models; the pages render their JSON form (`to_json`:
-the same keys and values a client of the API receives), made here. Two reads
-no API route makes are here as queries of their own: a thread's requests for
-their cards (`thread_requests`) and the kinds of request mails (`request_kinds`).
+the same keys and values a client of the API receives), made here. The reads no
+API route makes (a thread's request cards, the kinds of request mails) are
+services/request_cards.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import anyio
 from fastapi import Request
 from fastapi.responses import StreamingResponse
-from sqlalchemy import false, select
 
-from mailui4agents.api import attachments as api_attachments
-from mailui4agents.api import events as api_events
-from mailui4agents.api.errors import as_api_error
-from mailui4agents.db.tables import PermissionRow, SessionDeciderRow
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.domain.results import Sent
-from mailui4agents.errors import ApiError
+from mailui4agents.errors import ApiError, as_api_error
+from mailui4agents.http import event_stream, files
+from mailui4agents.http.event_stream import EventStream
 from mailui4agents.services import (
     access,
     agent_accounts,
-    content,
+    deciding,
     discovery,
     identity,
-    mail,
+    logins,
+    online,
     permission_decisions,
-    permissions,
     reading,
-    session_view,
+    request_cards,
+    sending,
     sessions,
 )
 from mailui4agents.services import grants as grant_service
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
-from mailui4agents.wire.models import to_json
+from mailui4agents.wire.models import (
+    AttachmentRef,
+    MailOut,
+    PermissionOut,
+    SessionOut,
+    Suggestions,
+    to_json,
+)
 
 # What the web layer raises for a caller's mistake (status, code, message, field),
 # and everything a page catches: services raise domain errors (domain/errors.py).
 ServiceError = ApiError
 Choice = permission_decisions.Choice  # what a decider chose, as the pages send it
+Draft = sending.Draft  # what a person sends, as the compose form gives it
+require_admin = identity.require_admin  # Forbidden unless an admin: the API's check
 Refusal = (ApiError, DomainError)
 
 
@@ -67,20 +75,18 @@ def client_address(request: Request) -> str:
 
 async def login(gw: Gateway, request: Request, username: str, password: str) -> str:
     """A web session token for a correct password, limited like the API login
-    (services/limits.py: per username and per client address)."""
-    attempt = gw.logins.begin(username, client_address(request))
-    async with gw.read() as s:
-        user = await identity.user_by_name(s, username)
-    stored = None if user is None else user.password_hash
-    async with gw.hash_slots:
-        ok = await anyio.to_thread.run_sync(identity.password_matches, gw.hasher, stored, password)
-    if not ok or user is None:
-        raise ApiError(401, "unauthorized", "wrong username or password")
-    attempt.succeeded()
-    async with gw.write() as s:
-        return await identity.issue_user_token(
-            s, user.id, "web", ttl_s=gw.settings.web_session_ttl_s
-        )
+    (services/logins.py)."""
+    done = await logins.log_in(
+        gw,
+        username,
+        password,
+        client_address(request),
+        token_name="web",
+        ttl_s=gw.settings.web_session_ttl_s,
+    )
+    if done is None:
+        raise ApiError(401, "unauthorized", logins.WRONG_PASSWORD)
+    return done.token
 
 
 async def authenticate(gw: Gateway, token: str) -> Principal | None:
@@ -92,9 +98,7 @@ async def authenticate(gw: Gateway, token: str) -> Principal | None:
 async def logout(gw: Gateway, who: Principal, token: str) -> None:
     """Revoke the web session's token (its open streams end too)."""
     async with gw.write() as s:
-        for t in await identity.list_user_tokens(s, who.id, token):
-            if t.current:
-                await identity.revoke_user_token(s, who, t.id)
+        await identity.revoke_current_token(s, who, token)
 
 
 async def session_list(gw: Gateway, who: Principal, status: str | None) -> list[dict[str, Any]]:
@@ -125,19 +129,15 @@ async def pending(
 ) -> list[dict[str, Any]]:
     """Pending requests this person may decide (deciders only: docs/access.md)."""
     async with gw.write() as s:
-        await permissions.expire_due(s, session_id)
-        items = await permissions.list_for_human(s, who, "pending", session_id, MAX_PENDING)
+        items = await deciding.requests_for(s, who, "pending", session_id, MAX_PENDING)
     return [to_json(i) for i in items]
 
 
 async def session(gw: Gateway, who: Principal, session_id: str) -> tuple[dict[str, Any], bool]:
     """SessionOut and whether `who` may decide in it (404 when not readable)."""
     async with gw.read() as s:
-        row = await session_view.get_session(s, session_id)
-        reader = access.Reader(who)
-        await reader.ensure_read(s, row, f"session '{session_id}'")
-        out = await session_view.describe(s, row, who.name)
-        return to_json(out), await reader.can_decide(s, row)
+        out, may_decide = await sessions.show_session_and_power(s, who, session_id)
+    return to_json(out), may_decide
 
 
 async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
@@ -150,88 +150,56 @@ async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str,
     return items
 
 
+def _request_mail_ids(mails: list[dict[str, Any]]) -> list[str]:
+    return [str(m["id"]) for m in mails if m.get("type") == "permission_request"]
+
+
 async def thread_requests(
     gw: Gateway, who: Principal, session: dict[str, Any], mails: list[dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
-    """The requests behind the thread's request mails, by mail id, in one query
-    for the page (none without request mails). For the session's deciders each
-    is a PermissionOut (JSON) with where it was asked and `decided_channel` /
-    `decided_device` (read from the row: where the first answer came from), and
-    `card`: the thread shows it as the request's card. Anyone else reads a
-    request mail without its input (docs/behaviour.md#who-sees-a-requests-input,
-    the same test as services/request_input.hidden, in the query): for them only
-    the request's kind, which names the mail's type ("question")."""
-    ids = [str(m["id"]) for m in mails if m.get("type") == "permission_request"]
+    """The requests behind the thread's request mails, by mail id
+    (services/request_cards.py). For the session's deciders each is a
+    PermissionOut (JSON) with where it was asked and `decided_channel` /
+    `decided_device`, and `card`: the thread shows it as the request's card.
+    Anyone else gets only the request's kind, which names the mail's type."""
+    ids = _request_mail_ids(mails)
     if not ids:
         return {}
-    decides: Any = false()
-    if who.is_human:
-        decides = (
-            select(SessionDeciderRow.name)
-            .where(
-                SessionDeciderRow.session_id == PermissionRow.session_id,
-                SessionDeciderRow.name == who.name,
-            )
-            .exists()
-        )
-    stmt = select(PermissionRow, decides).where(
-        PermissionRow.session_id == session["id"], PermissionRow.mail_id.in_(ids)
-    )
     async with gw.read() as s:
-        rows = (await s.execute(stmt)).all()
+        cards = await request_cards.thread_requests(s, who, session["id"], ids)
     out: dict[str, dict[str, Any]] = {}
-    for row, sees in rows:
-        if row.mail_id is None:
+    for mail_id, card in cards.items():
+        if card.request is None:
+            out[mail_id] = {"kind": card.kind}
             continue
-        if not sees:
-            out[row.mail_id] = {"kind": row.kind}
-            continue
-        item = to_json(permissions.permission_out(row))
-        item.update(
-            session_alias=session.get("alias"),
-            workspace=session.get("workspace"),
-            permission_mode=session.get("permission_mode"),
-            decided_channel=row.decided_channel,
-            decided_device=row.decided_device,
-            card=True,
-        )
-        out[row.mail_id] = item
+        out[mail_id] = {
+            **to_json(card.request),
+            "session_alias": session.get("alias"),
+            "workspace": session.get("workspace"),
+            "permission_mode": session.get("permission_mode"),
+            "decided_channel": card.decided_channel,
+            "decided_device": card.decided_device,
+            "card": True,
+        }
     return out
 
 
 async def request_kinds(gw: Gateway, mails: list[dict[str, Any]]) -> dict[str, str]:
     """The kind (approval | question) of each request mail among `mails`, by
-    mail id, in one query (none without request mails): a mail's type in words
-    (web/render.type_word). The kind tells nothing of the input."""
-    ids = [str(m["id"]) for m in mails if m.get("type") == "permission_request"]
+    mail id: a mail's type in words (web/render.type_word)."""
+    ids = _request_mail_ids(mails)
     if not ids:
         return {}
-    stmt = select(PermissionRow.mail_id, PermissionRow.kind).where(PermissionRow.mail_id.in_(ids))
     async with gw.read() as s:
-        return {str(mail_id): kind for mail_id, kind in (await s.execute(stmt)).all()}
+        return await request_cards.request_kinds(s, ids)
 
 
-async def send(gw: Gateway, who: Principal, form: dict[str, Any]) -> dict[str, Any]:
-    content.check_mail(gw.settings, form["subject"], form["body"])
-    async with gw.read() as r:
-        recipients = await mail.resolve_recipients(r, gw.settings, form["to"], form["cc"])
-    async with gw.write() as s:
-        result = await mail.send_mail(
-            s,
-            gw.settings,
-            who,
-            to=form["to"],
-            cc=form["cc"],
-            subject=form["subject"],
-            body=form["body"],
-            parent_mail_id=form.get("parent_mail_id"),
-            permission_mode=form.get("permission_mode"),
-            attachment_ids=form.get("attachment_ids", []),
-            recipients=recipients,
-        )
+async def send(gw: Gateway, who: Principal, draft: sending.Draft) -> MailOut:
+    """A person's mail (services/sending.py)."""
+    result = await sending.send(gw, who, draft)
     # People send without relay keys, so a send is never a duplicate.
-    assert isinstance(result, Sent)
-    return to_json(result.mail)
+    assert isinstance(result.outcome, Sent)
+    return result.outcome.mail
 
 
 async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, Any]:
@@ -239,23 +207,18 @@ async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, 
         return await reading.read_mail(s, access.Reader(who), mail_id, body_limit=None)
 
 
-async def decide(gw: Gateway, who: Principal, request_id: str, choice: Choice) -> dict[str, Any]:
-    content.check_decision(gw.settings, choice.note, choice.grant_pattern, choice.answers)
-    async with gw.write() as s:
-        out = await permission_decisions.decide(s, who, request_id, choice)
-    return to_json(out)
+async def decide(
+    gw: Gateway, who: Principal, token: str, request_id: str, choice: Choice
+) -> PermissionOut:
+    """Decide from the web session `token` (a paired device's: its name is
+    recorded, services/deciding.py)."""
+    return await deciding.decide(gw, who, request_id, choice, web_token=token)
 
 
 async def request_kind(gw: Gateway, who: Principal, request_id: str) -> str:
-    """The request's kind, for who may decide it: NotFound for who may not read
-    its session, Forbidden for a reader without the power — what deciding would
-    answer, before the kind could tell anything (docs/access.md)."""
-    what = f"permission request '{request_id}'"
+    """The request's kind, for who may decide it (services/request_cards.py)."""
     async with gw.read() as s:
-        row = await permissions.get_request(s, request_id)
-        found = await session_view.get_session(s, row.session_id)
-        await access.Reader(who).ensure_decide(s, found, what)
-        return row.kind
+        return await request_cards.kind_for_decider(s, who, request_id)
 
 
 async def update_session(
@@ -266,18 +229,16 @@ async def update_session(
     alias: str | None = None,
     permission_mode: str | None = None,
     archived: bool | None = None,
-) -> dict[str, Any]:
+) -> SessionOut:
+    """The API's PATCH /sessions/{id}: archiving cancels what is pending there
+    (services/sessions.update_session, the one place that does)."""
     async with gw.write() as s:
-        out = await sessions.update_session(s, who, session_id, alias, permission_mode, archived)
-        if archived:
-            await permissions.cancel_pending(s, session_id, who.name)
-            out = out.model_copy(update={"pending_permissions": 0})
-        return to_json(out)
+        return await sessions.update_session(s, who, session_id, alias, permission_mode, archived)
 
 
-async def accept_alias(gw: Gateway, who: Principal, session_id: str) -> dict[str, Any]:
+async def accept_alias(gw: Gateway, who: Principal, session_id: str) -> SessionOut:
     async with gw.write() as s:
-        return to_json(await sessions.accept_proposed_alias(s, who, session_id))
+        return await sessions.accept_proposed_alias(s, who, session_id)
 
 
 async def session_grants(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
@@ -296,57 +257,23 @@ async def revoke_session_grant(gw: Gateway, who: Principal, session_id: str, gra
         await grant_service.revoke_grant(s, who, grant_id)
 
 
-async def suggest(gw: Gateway, who: Principal, q: str) -> dict[str, Any]:
+async def suggest(gw: Gateway, who: Principal, q: str) -> Suggestions:
     async with gw.read() as s:
-        return to_json(await discovery.suggest(s, access.Reader(who), q))
+        return await discovery.suggest(s, access.Reader(who), q)
 
 
 async def contacts(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
+    """The reader's contacts, each with `online` (services/online.py)."""
     async with gw.read() as s:
-        items = [to_json(c) for c in await discovery.contacts(s, access.Reader(who))]
-    for item in items:
-        kind = "user" if item.get("kind") == "human" else "agent"
-        item["online"] = gw.hub.connected(f"{kind}:{item['name']}") > 0
-    return items
-
-
-ONLINE_HEARTBEAT_S = 120
+        found = await discovery.contacts(s, access.Reader(who))
+    return [{**to_json(c), "online": online.contact_online(c, gw.hub.connected)} for c in found]
 
 
 async def agents_status(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
-    """Every agent's name and enforcement; for admins and the agent's owners also
-    its platform, version, last heartbeat and whether it is online (an open
-    stream, or a heartbeat in the last two minutes): `details`. No keys.
-
-    Why only they: what runs where, in which version, and when it last
-    answered is what someone probing the agents wants to know first."""
-    from datetime import UTC, datetime
-
-    now = datetime.now(UTC)
-    out = []
-    for a in await agents(gw):
-        if not (who.is_admin or who.name in a["owners"]):
-            out.append(
-                {"name": a["name"], "mode_enforcement": a["mode_enforcement"], "details": False}
-            )
-            continue
-        seen = a["last_seen_at"]
-        recent = seen is not None and (
-            (now - datetime.fromisoformat(seen)).total_seconds() < ONLINE_HEARTBEAT_S
-        )
-        out.append(
-            {
-                "name": a["name"],
-                "platform": a["platform"],
-                "version": a["version"],
-                "mode_enforcement": a["mode_enforcement"],
-                "last_seen_at": seen,
-                "streams": a["connected_streams"],
-                "online": bool(a["connected_streams"]) or recent,
-                "details": True,
-            }
-        )
-    return out
+    """Every agent, with details for admins and its owners (services/online.py)."""
+    async with gw.read() as s:
+        found = await online.agents_status(s, who, gw.hub.connected)
+    return [a.model_dump(mode="json") for a in found]
 
 
 async def grants(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
@@ -375,24 +302,14 @@ async def add_user(gw: Gateway, username: str, password: str, is_admin: bool) ->
 
 
 async def set_admin(gw: Gateway, username: str, is_admin: bool) -> None:
-    async with gw.write() as s:
-        await identity.set_admin(s, username, is_admin)
+    await logins.set_admin(gw, username, is_admin)
 
 
 async def reset_password(
     gw: Gateway, who: Principal, token: str, username: str, password: str
 ) -> None:
-    """A new password for `username`; its logins end (the admin's own, when it
-    resets itself, stays). Hashed in a worker thread, outside the write transaction."""
-    identity.check_password(password)
-    async with gw.read() as s:
-        if await identity.user_by_name(s, username) is None:
-            raise ServiceError(404, "not_found", f"user '{username}' not found", field="username")
-    async with gw.hash_slots:
-        hashed = await anyio.to_thread.run_sync(gw.hasher.hash, password)
-    async with gw.write() as s:
-        keep = token if username == who.name else None
-        await identity.reset_password(s, username, hashed, keep_token=keep)
+    """A new password for `username` (services/logins.py)."""
+    await logins.reset_password(gw, who, token, username, password)
 
 
 async def add_agent(
@@ -407,8 +324,7 @@ async def add_agent(
 
 async def rotate_key(gw: Gateway, name: str) -> str:
     async with gw.write() as s:
-        agent = await agent_accounts.get_agent(s, name)
-        return await agent_accounts.rotate_agent_key(s, agent, 0)
+        return await agent_accounts.rotate_key(s, name, 0)
 
 
 async def revoke_key(gw: Gateway, name: str, key_id: str) -> None:
@@ -417,20 +333,17 @@ async def revoke_key(gw: Gateway, name: str, key_id: str) -> None:
 
 
 async def event_head(gw: Gateway) -> int:
-    async with gw.read() as s:
-        return await api_events.head_id(s)
+    return await event_stream.head_id(gw)
 
 
-async def event_stream(
-    request: Request, gw: Gateway, who: Principal, token: str
-) -> api_events.EventStream:
+def open_events(request: Request, gw: Gateway, who: Principal, token: str) -> EventStream:
     """The human SSE stream (the API's, with the cookie's token instead of a header)."""
-    return await api_events.open_stream(request, gw, who, token)
+    return event_stream.open_stream(request, gw, who, token)
 
 
-async def upload(request: Request, gw: Gateway, who: Principal) -> dict[str, Any]:
-    return to_json(await api_attachments._upload(request, who, gw))
+async def upload(request: Request, gw: Gateway, who: Principal) -> AttachmentRef:
+    return await files.upload(request, who, gw)
 
 
 async def download(gw: Gateway, who: Principal, attachment_id: str) -> StreamingResponse:
-    return await api_attachments._download(who, gw, attachment_id, None)
+    return await files.download(who, gw, attachment_id, None)

@@ -18,12 +18,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
-from sqlalchemy import select
 
-from mailui4agents.db.tables import DeviceRow, PushSubscriptionRow, UserTokenRow
 from mailui4agents.domain.errors import DomainError, RateLimited
 from mailui4agents.services import devices
-from mailui4agents.services.identity import hash_token
 from mailui4agents.state import Gateway
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
@@ -58,15 +55,8 @@ async def this_device(gw: Gateway, token: str) -> tuple[str | None, str | None]:
     """The device this browser is logged in as and its push subscription's id
     (None, None: a password login that is no device yet)."""
     async with gw.read() as s:
-        found = (
-            await s.execute(
-                select(DeviceRow.id, PushSubscriptionRow.id)
-                .join(UserTokenRow, UserTokenRow.id == DeviceRow.token_id)
-                .outerjoin(PushSubscriptionRow, PushSubscriptionRow.device_id == DeviceRow.id)
-                .where(UserTokenRow.token_hash == hash_token(token))
-            )
-        ).first()
-    return (found[0], found[1]) if found else (None, None)
+        found = await devices.this_device(s, token)
+    return (found.id, found.subscription_id) if found else (None, None)
 
 
 async def _render(

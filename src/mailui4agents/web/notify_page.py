@@ -7,12 +7,12 @@ field, with what was typed kept."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import notify_policy
 from mailui4agents.web import auth, data
@@ -106,7 +106,7 @@ async def save(request: Request) -> Response:
     try:
         changes = _changes(typed)
         async with gw.write() as s:
-            await notify_policy.set_policy(s, user.principal, changes, utcnow())
+            await notify_policy.set_policy(s, user.principal, changes, datetime.now(UTC))
     except data.Refusal as refusal:
         if "application/json" in request.headers.get("accept", ""):
             return _error(request, user, refusal)

@@ -15,15 +15,17 @@ from fastapi.responses import (
     RedirectResponse,
     Response,
 )
+from pydantic import BaseModel
 
 from mailui4agents.domain.errors import DomainError
+from mailui4agents.domain.modes import MODES
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
 from mailui4agents.web.render import environment, static_file
+from mailui4agents.wire.models import to_json
 
 router = APIRouter(include_in_schema=False)
 
-MODES = ("plan", "workspace", "full")
 FORM_MAX_FIELD = 1_000_000
 
 SECURITY_HEADERS = {
@@ -116,9 +118,15 @@ async def _guard(request: Request) -> tuple[WebUser | None, Response | None, Map
     return user, None, form
 
 
-def _done(request: Request, target: str, payload: dict[str, Any] | None = None) -> Response:
+def _done(
+    request: Request, target: str, payload: BaseModel | Mapping[str, str] | None = None
+) -> Response:
+    """The answer to a POST that worked: 303 to `target`, or for a fetch the
+    JSON of `payload` (the API's answer, `to_json`), else `{"ok": true}`."""
     if _wants_json(request):
-        return JSONResponse(payload or {"ok": True})
+        if isinstance(payload, BaseModel):
+            return JSONResponse(to_json(payload))
+        return JSONResponse(dict(payload) if payload else {"ok": True})
     return RedirectResponse(target, status_code=303)
 
 
@@ -304,7 +312,7 @@ async def session_action(request: Request, session_id: str) -> Response:
             out = await data.accept_alias(gw, user.principal, session_id)
         elif action == "revoke-grant":
             await data.revoke_session_grant(gw, user.principal, session_id, _text(form, "grant_id"))
-            out = {"ok": True}
+            out = None
         elif action == "mode":
             mode = _text(form, "mode")
             if mode not in MODES:
@@ -357,24 +365,25 @@ async def compose(request: Request) -> Response:
     if refused is not None:
         return refused
     assert user is not None
-    fields: dict[str, Any] = {
-        "to": _addresses(_text(form, "to")),
-        "cc": _addresses(_text(form, "cc")),
-        "subject": _text(form, "subject"),
-        "body": _text(form, "body"),
-        "parent_mail_id": _text(form, "parent_mail_id") or None,
-        "attachment_ids": [a for a in _text(form, "attachment_ids").split(",") if a],
-    }
+    parent = _text(form, "parent_mail_id") or None
     mode = _text(form, "mode") or "workspace"
-    if fields["parent_mail_id"] is None:
-        fields["permission_mode"] = mode if mode in MODES else "workspace"
+    draft = data.Draft(
+        to=_addresses(_text(form, "to")),
+        cc=_addresses(_text(form, "cc")),
+        subject=_text(form, "subject"),
+        body=_text(form, "body"),
+        parent_mail_id=parent,
+        attachment_ids=[a for a in _text(form, "attachment_ids").split(",") if a],
+        # A reply keeps its session's mode; a new session takes the one chosen.
+        permission_mode=None if parent else (mode if mode in MODES else "workspace"),
+    )
     try:
-        if not fields["to"]:
+        if not draft.to:
             raise data.ServiceError(400, "missing_field", "To: give an address", field="to")
-        out = await data.send(gateway(request), user.principal, fields)
+        out = await data.send(gateway(request), user.principal, draft)
     except data.Refusal as err:
         return _error(request, user, err)
-    return _done(request, f"/sessions/{quote(out['session_id'])}", out)
+    return _done(request, f"/sessions/{quote(out.session_id)}", out)
 
 
 @router.get("/approvals")
@@ -415,7 +424,7 @@ async def decide(request: Request, request_id: str) -> Response:
                 400, "invalid_value", "decision is approve, deny or always", field="decision"
             )
         chose = data.Choice(decision, note, always, pattern if always else None, answers, "web")
-        out = await data.decide(gw, user.principal, request_id, chose)
+        out = await data.decide(gw, user.principal, user.token, request_id, chose)
     except data.Refusal as err:
         return _error(request, user, err)
     return _done(request, auth.safe_next(_text(form, "next") or "/approvals"), out)
@@ -443,7 +452,7 @@ async def suggest(request: Request, q: str = "") -> Response:
     if user is None:
         return JSONResponse({"error": {"code": "unauthorized", "message": "log in"}}, 401)
     try:
-        return JSONResponse(await data.suggest(gateway(request), user.principal, q[:200]))
+        return JSONResponse(to_json(await data.suggest(gateway(request), user.principal, q[:200])))
     except data.Refusal as refusal:
         err = data.as_service_error(refusal)
         return JSONResponse(err.body(), status_code=err.status)
@@ -455,9 +464,7 @@ async def events(request: Request) -> Response:
     if user is None:
         return JSONResponse({"error": {"code": "unauthorized", "message": "log in"}}, 401)
     try:
-        stream: Response = await data.event_stream(
-            request, gateway(request), user.principal, user.token
-        )
+        stream: Response = data.open_events(request, gateway(request), user.principal, user.token)
     except data.Refusal as refusal:
         err = data.as_service_error(refusal)
         return JSONResponse(err.body(), status_code=err.status)
@@ -472,7 +479,9 @@ async def upload(request: Request) -> Response:
     if not auth.csrf_ok(request, user, None):
         return _csrf_refused(request)
     try:
-        return JSONResponse(await data.upload(request, gateway(request), user.principal), 201)
+        return JSONResponse(
+            to_json(await data.upload(request, gateway(request), user.principal)), 201
+        )
     except data.Refusal as refusal:
         err = data.as_service_error(refusal)
         return JSONResponse(err.body(), status_code=err.status)
@@ -492,9 +501,14 @@ async def download(request: Request, attachment_id: str) -> Response:
 # --- admin ------------------------------------------------------------------
 
 
-def _not_admin(request: Request, user: WebUser) -> Response:
-    err = data.ServiceError(403, "forbidden", "admins only")
-    return _error(request, user, err)
+def _not_admin(request: Request, user: WebUser) -> Response | None:
+    """The refusal for a person who is no admin (None for an admin): the API's
+    check (api/deps.admin), services/identity.require_admin."""
+    try:
+        data.require_admin(user.principal)
+    except data.Refusal as err:
+        return _error(request, user, err)
+    return None
 
 
 @router.get("/admin")
@@ -502,8 +516,8 @@ async def admin_page(request: Request) -> Response:
     user = await auth.current(request)
     if user is None:
         return auth.to_login(request)
-    if not user.principal.is_admin:
-        return _not_admin(request, user)
+    if (refusal := _not_admin(request, user)) is not None:
+        return refusal
     gw = gateway(request)
     return _page(
         request,
@@ -522,8 +536,8 @@ async def admin_action(request: Request, action: str) -> Response:
     if refused is not None:
         return refused
     assert user is not None
-    if not user.principal.is_admin:
-        return _not_admin(request, user)
+    if (refusal := _not_admin(request, user)) is not None:
+        return refusal
     gw = gateway(request)
     try:
         if action == "users":

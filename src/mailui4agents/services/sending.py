@@ -1,0 +1,85 @@
+"""Sending a mail, the one use case behind every adapter: a person's mail from
+the API (api/mail.py) and from the web UI (web/data.py), an agent's
+(api/agent.py). The content limits, the recipients looked up on a reader before
+the one writer is taken, then services/mail.send_mail."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mailui4agents.domain.results import Duplicate, Sent
+from mailui4agents.services import content, mail
+from mailui4agents.services.principals import Principal, principal_key
+from mailui4agents.state import Gateway
+from mailui4agents.wire.events import EventType
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What a sender asks for. `permission_mode` only on a person's mail that
+    makes a session; `relay`, `relay_key`, `from_session_id` and `type_` only on
+    an agent's (people send without relay keys)."""
+
+    to: Sequence[str]
+    subject: str
+    body: str
+    cc: Sequence[str] = ()
+    parent_mail_id: str | None = None
+    attachment_ids: Sequence[str] = ()
+    permission_mode: str | None = None
+    relay: bool = False
+    relay_key: str | None = None
+    from_session_id: str | None = None
+    type_: str = "message"  # "message", "relay" or "failure"
+
+
+@dataclass(frozen=True)
+class Published:
+    """One event a send wrote: to whom (the event-log key) and its type."""
+
+    principal: str
+    type: str
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """Sent (its mail) or Duplicate (a relay key used before: nothing written,
+    no event), and the events written: one `new_mail` per recipient."""
+
+    outcome: Sent | Duplicate
+    events: tuple[Published, ...] = field(default=())
+
+
+async def send(gw: Gateway, sender: Principal, draft: Draft) -> SendResult:
+    """Store and deliver `draft` from `sender` (domain errors name the field)."""
+    content.check_mail(gw.settings, draft.subject, draft.body)
+    to, cc = list(draft.to), list(draft.cc)
+    async with gw.read() as r:  # lookups before the one writer is taken
+        recipients = await mail.resolve_recipients(r, gw.settings, to, cc)
+    async with gw.write() as s:
+        outcome = await mail.send_mail(
+            s,
+            gw.settings,
+            sender,
+            to=to,
+            cc=cc,
+            subject=draft.subject,
+            body=draft.body,
+            parent_mail_id=draft.parent_mail_id,
+            permission_mode=draft.permission_mode,
+            relay=draft.relay,
+            relay_key=draft.relay_key,
+            from_session_id=draft.from_session_id,
+            type_=draft.type_,
+            attachment_ids=list(draft.attachment_ids),
+            recipients=recipients,
+        )
+    if isinstance(outcome, Duplicate):
+        return SendResult(outcome)
+    # One delivery per name (services/mail.send_mail: "to" wins over "cc").
+    names = dict.fromkeys(a.name for a in (*recipients.to, *recipients.cc))
+    return SendResult(
+        outcome,
+        tuple(Published(principal_key(n, recipients.human[n]), EventType.NEW_MAIL) for n in names),
+    )
