@@ -47,7 +47,7 @@ from mailui4agents.events.hub import EventHub
 from mailui4agents.http.uploads import FRAMING_SLACK, UPLOAD_PATHS
 from mailui4agents.private_files import private_dir, private_file
 from mailui4agents.services import identity, push_keys, push_send, scheduler
-from mailui4agents.services.limits import LoginGuard
+from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 from mailui4agents.web import calendar_page, devices_page, notify_page, pwa

@@ -15,8 +15,8 @@ from mailui4agents.db.engine import Database
 from mailui4agents.events import log
 from mailui4agents.events.hub import EventHub, LiveEvent
 from mailui4agents.services import identity
-from mailui4agents.services.limits import LoginGuard
 from mailui4agents.services.push_send import PushSender
+from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 
 

@@ -1,5 +1,5 @@
 """Pages of mail (mailbox, agent inbox, thread, search) are built from plain rows into
-JSON and sent as they are (services/views.page_items, api/pages.json_page). This
+JSON and sent as they are (services/wire_shapes.page_items, api/pages.json_page). This
 checks them byte for byte against what the model path gives for the same mails:
 `mail_out` on ORM rows, the page validated through the route's response model
 and encoded by FastAPI's encoder (TypeAdapter.dump_json, by alias, unset left
@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from mailui4agents.db.tables import MailRow, ReadLogRow
 from mailui4agents.services import mail
-from mailui4agents.services.views import mail_out
+from mailui4agents.services.wire_shapes import mail_out
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 from mailui4agents.wire.models import InboxItem, MailOut, Page, SearchHit

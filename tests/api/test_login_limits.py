@@ -1,7 +1,7 @@
 """Login attempts are limited per username and per client address (429 with
 Retry-After, in the one error shape), a correct password over the limit is
 refused too until the window lets go, and the Argon2 check holds no write
-transaction (services/limits.py, api/auth.py)."""
+transaction (services/rate_limits.py, api/auth.py)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ async def test_catch_up_rows_carry_exactly_what_the_live_event_carries(api: Api)
     from sqlalchemy import select
 
     from mailui4agents.db.tables import EventRow
-    from mailui4agents.services.views import NEW_MAIL_FIELDS
+    from mailui4agents.services.wire_shapes import NEW_MAIL_FIELDS
 
     await api.agent("claude")
     await api.user("ana")

@@ -229,7 +229,7 @@ async def test_every_status_a_route_answers_is_documented(api: Api) -> None:
 def test_the_new_mail_event_the_server_builds_is_the_wire_model() -> None:
     """The server's one builder of `new_mail` and the shared model name the same
     fields (the client parses events with that model)."""
-    from mailui4agents.services.views import NEW_MAIL_FIELDS
+    from mailui4agents.services.wire_shapes import NEW_MAIL_FIELDS
     from mailui4agents.wire.models import NewMailEvent
 
     fields = {f.alias or name for name, f in NewMailEvent.model_fields.items()}

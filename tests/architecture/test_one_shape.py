@@ -1,6 +1,6 @@
 """Each rule has one encoding (CONTRIBUTING.md, "Adding a mail field";
 services/access.py): no module but services/access.py orders a session's
-deciders (DECIDER_ORDER, deciders_stmt), and no module but services/views.py
+deciders (DECIDER_ORDER, deciders_stmt), and no module but services/wire_shapes.py
 lists the keys of a mail (mail_item)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ MAIL_KEYS = {"reply_address", "self_address", "body_truncated", "in_reply_to"}
 
 def test_only_the_builder_lists_a_mails_keys() -> None:
     found = [name for name, tree in _modules().items() if _dict_with_keys(tree, MAIL_KEYS)]
-    assert found == ["mailui4agents.services.views"]
+    assert found == ["mailui4agents.services.wire_shapes"]
 
 
 def test_the_walkers_see_what_they_look_for() -> None:

@@ -1,4 +1,4 @@
-"""One builder per wire shape (services/views.py): a mail is built by `mail_item`
+"""One builder per wire shape (services/wire_shapes.py): a mail is built by `mail_item`
 alone; a page is `mail_item` per row, a single mail is a page of one, and the
 `new_mail` event is the item without its mail-only fields (wire/models.py
 MAIL_ONLY_FIELDS). Adding a field to a mail is one edit in the builder and one
@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from mailui4agents.db.tables import EventRow
-from mailui4agents.services import views
+from mailui4agents.services import wire_shapes
 from mailui4agents.wire.models import MAIL_ONLY_FIELDS, MailOut, NewMailEvent
 from tests.conftest import Api
 
@@ -29,8 +29,10 @@ def test_the_event_is_the_mail_without_its_mail_only_fields() -> None:
     field of the same type (only `mail_id` is required there), and together they
     are exactly the mail's fields but MAIL_ONLY_FIELDS."""
     assert set(MAIL_ONLY_FIELDS) <= set(_keys(MailOut))
-    assert tuple(k for k in _keys(MailOut) if k not in MAIL_ONLY_FIELDS) == views.NEW_MAIL_FIELDS
-    assert set(_keys(NewMailEvent)) == set(views.NEW_MAIL_FIELDS)
+    assert (
+        tuple(k for k in _keys(MailOut) if k not in MAIL_ONLY_FIELDS) == wire_shapes.NEW_MAIL_FIELDS
+    )
+    assert set(_keys(NewMailEvent)) == set(wire_shapes.NEW_MAIL_FIELDS)
     for name, event_field in NewMailEvent.model_fields.items():
         mail_field = MailOut.model_fields[name]
         if name == "mail_id":
@@ -77,7 +79,7 @@ async def test_a_single_mail_is_its_page_item_byte_for_byte(api: Api) -> None:
     assert list(sent) == _keys(MailOut)
     assert sent["self_address"] == sent["from"] != single["self_address"]
     [event] = await _events(api, "agent:claude")
-    assert event == {k: single[k] for k in views.NEW_MAIL_FIELDS}
+    assert event == {k: single[k] for k in wire_shapes.NEW_MAIL_FIELDS}
 
 
 async def test_a_field_added_to_the_builder_reaches_page_single_mail_and_event(
@@ -87,13 +89,13 @@ async def test_a_field_added_to_the_builder_reaches_page_single_mail_and_event(
     field is in a page, in a single mail, in the send answer and in the
     `new_mail` event, with no other edit (MailOut keeps it as an extra until its
     declaration, the other edit, gives it a type)."""
-    built = views.mail_item
+    built = wire_shapes.mail_item
 
     def with_priority(*args: Any, **kwargs: Any) -> dict[str, Any]:
         item = built(*args, **kwargs)
         return {**item, "priority": f"p-{item['subject']}"}
 
-    monkeypatch.setattr(views, "mail_item", with_priority)
+    monkeypatch.setattr(wire_shapes, "mail_item", with_priority)
     mail_id, session_id, sent = await _world(api)
     assert sent["priority"] == "p-Build"
     auth = api.auth("claude")

@@ -15,11 +15,11 @@ from mailui4agents.api.validation import BodyLimit, error_from_validation
 from mailui4agents.services import (
     access,
     agents,
-    content,
     identity,
     platform_sessions,
     reading,
     sending,
+    size_limits,
 )
 from mailui4agents.wire.models import (
     Duplicate,
@@ -52,7 +52,7 @@ class HeartbeatIn(BaseModel):
 async def heartbeat(
     request: Request, who: Agent, gw: GatewayDep, body: JsonObject = Body(...)
 ) -> HeartbeatOut:
-    content.check_heartbeat(gw.settings, body)
+    size_limits.check_heartbeat(gw.settings, body)
     try:
         hb = HeartbeatIn.model_validate(body)
         reported = (

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from mailui4agents.api.deps import Agent, GatewayDep
 from mailui4agents.api.schemas import AliasProposal, InteractiveSessionIn
-from mailui4agents.services import access, agents, identity, session_view, sessions
+from mailui4agents.services import access, agents, identity, session_summary, sessions
 from mailui4agents.wire.models import SessionOut
 
 router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
@@ -19,8 +19,8 @@ async def get_session(session_id: str, who: Agent, gw: GatewayDep) -> SessionOut
         # The session itself is the scope: an agent may look up (for its mode) any
         # session it takes part in.
         reader = await access.reader(s, who, session_id)
-        return await session_view.describe(
-            s, await session_view.get_session(s, session_id), reader.name
+        return await session_summary.describe(
+            s, await session_summary.get_session(s, session_id), reader.name
         )
 
 
@@ -36,7 +36,7 @@ async def interactive_session(body: InteractiveSessionIn, who: Agent, gw: Gatewa
             cwd=identity.normalised_workspace(body.cwd, "cwd"),
             title=body.title,
         )
-        return await session_view.describe(s, row, who.name)
+        return await session_summary.describe(s, row, who.name)
 
 
 @router.post(

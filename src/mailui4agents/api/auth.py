@@ -17,7 +17,7 @@ router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
 @router.post("/login", response_model=LoginOut)
 async def login(body: LoginIn, request: Request, gw: GatewayDep) -> LoginOut:
     """Attempts are limited per username and per client address (429 with
-    Retry-After, services/limits.py); the use case is services/logins.py."""
+    Retry-After, services/rate_limits.py); the use case is services/logins.py."""
     address = request.client.host if request.client is not None else "unknown"
     done = await logins.log_in(
         gw,

@@ -23,7 +23,7 @@ def page(items: Sequence[M], next_cursor: str | None) -> Page[M]:
 
 
 def json_page(items: list[JsonObject], next_cursor: str | None) -> Response:
-    """A page whose items are JSON objects already (services/views.page_items):
+    """A page whose items are JSON objects already (services/wire_shapes.page_items):
     the bytes the route's `response_model` would send, without building and
     validating the models twice (FastAPI sends a returned Response as it is)."""
     return json_object({"items": items, "next_cursor": next_cursor})
@@ -31,5 +31,5 @@ def json_page(items: list[JsonObject], next_cursor: str | None) -> Response:
 
 def json_object(item: JsonObject) -> Response:
     """One JSON object built as the route's `response_model` would send it
-    (services/views.page_items), sent as it is."""
+    (services/wire_shapes.page_items), sent as it is."""
     return Response(content=pydantic_core.to_json(item), media_type="application/json")

@@ -12,13 +12,13 @@ from mailui4agents.api.pages import page
 from mailui4agents.api.results import DUPLICATE, answer_request
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
 from mailui4agents.services import (
-    content,
     deciding,
     grants,
     permission_decisions,
     permission_requests,
     permissions,
     push_actions,
+    size_limits,
 )
 from mailui4agents.wire.deliveries import DeliveryOut
 from mailui4agents.wire.models import Duplicate, GrantOut, Page, PermissionOut
@@ -37,7 +37,7 @@ async def create_permission(
     body: PermissionCreate, who: Agent, gw: GatewayDep, response: Response
 ) -> PermissionOut | Duplicate:
     options = [o.model_dump() for o in body.options] if body.options is not None else None
-    content.check_permission(
+    size_limits.check_permission(
         gw.settings,
         tool_input=body.tool_input,
         summary=body.summary,

@@ -18,7 +18,7 @@ from mailui4agents.api.push import SubscriptionKeys
 from mailui4agents.api.validation import StrictBody
 from mailui4agents.domain.errors import RateLimited, invalid_value, not_found
 from mailui4agents.errors import ApiError
-from mailui4agents.services import content, push, push_actions, push_subscriptions
+from mailui4agents.services import push, push_actions, push_subscriptions, size_limits
 from mailui4agents.services.push_endpoints import MAX_ENDPOINT, EndpointRefused, check_endpoint
 from mailui4agents.state import Gateway
 from mailui4agents.wire.deliveries import ReceiptOut
@@ -59,7 +59,7 @@ def _address(request: Request) -> str:
 
 class _Guess:
     """One use of a token. Only a bad token counts, as a failed login of the
-    client address (services/limits.LoginGuard); a good one costs nothing, so
+    client address (services/rate_limits.LoginGuard); a good one costs nothing, so
     receipts and taps never use up the address's login attempts (behind a proxy
     without --forwarded-allow-ips, everyone shares one address)."""
 
@@ -84,7 +84,7 @@ async def push_action(body: ActionIn, request: Request, gw: GatewayDep) -> Permi
     the PermissionOut; 401 for an unknown, used or expired token or a revoked
     device; 409 `already_decided` when someone was first; 400 `action` that does
     not fit the request."""
-    content.check_decision(gw.settings, body.note, None, None)
+    size_limits.check_decision(gw.settings, body.note, None, None)
     guess = _Guess(gw, request)
     try:
         async with gw.write() as s:

@@ -53,7 +53,7 @@ class InboxItem(wire.InboxItem):
         row["mail_id"] = self.mail_id or self.id
         if row.get("in_reply_to") is None:
             row["in_reply_to"] = self.parent_mail_id
-        # The gateway's own projection (services/views.new_mail_data): the mail
+        # The gateway's own projection (services/wire_shapes.new_mail_data): the mail
         # but its mail-only fields, those of a newer gateway included.
         return NewMailEvent.model_validate(
             {key: value for key, value in row.items() if key not in wire.MAIL_ONLY_FIELDS}

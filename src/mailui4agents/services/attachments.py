@@ -26,7 +26,7 @@ from mailui4agents.domain.errors import invalid_value, not_found
 from mailui4agents.domain.uploads import safe_content_type, safe_filename
 from mailui4agents.services import access, blobs
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.views import attachment_out
+from mailui4agents.services.wire_shapes import attachment_out
 from mailui4agents.wire.models import AttachmentRef, JsonObject
 
 
@@ -169,7 +169,7 @@ async def for_mails(s: AsyncSession, seqs: Sequence[int]) -> dict[int, list[Atta
 
 
 async def refs_for_mails(s: AsyncSession, seqs: Sequence[int]) -> dict[int, list[JsonObject]]:
-    """The same as JSON objects, as a mail lists them (views.attachment_out's
+    """The same as JSON objects, as a mail lists them (wire_shapes.attachment_out's
     AttachmentRef, key for key), without ORM objects: a page of mail's form.
     Mails without attachments are left out."""
     out: dict[int, list[JsonObject]] = {}

@@ -26,9 +26,9 @@ from mailui4agents.db.tables import (
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import recurrence
 from mailui4agents.domain.errors import Conflict, Forbidden, Invalid, not_found
-from mailui4agents.services import access, attachments, content, mail, tasking
+from mailui4agents.services import access, attachments, mail, size_limits, tasking
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.views import attachment_out
+from mailui4agents.services.wire_shapes import attachment_out
 from mailui4agents.settings import Settings
 from mailui4agents.wire.calendar import CalendarEntryOut, OccurrenceOut
 
@@ -92,13 +92,13 @@ async def _check(
     """Validate a draft (Invalid names the field); the schedule, its next due
     time and the attachment rows, in order. `new`: the start or the rule is new
     (recurrence.schedule's `new_start`)."""
-    content.check_mail(settings, d.subject, d.body)
+    size_limits.check_mail(settings, d.subject, d.body)
     rcpt = await mail.resolve_recipients(s, settings, d.to, d.cc)
     if who.kind == "agent" and d.permission_mode is not None:
         raise Invalid("permission_mode", "humans choose permission modes; agents leave it out")
     if who.kind == "user" and d.from_session_id is not None:
         raise Invalid("from_session_id", "only agents name the session they work in")
-    content.check_count("attachment_ids", d.attachment_ids, settings.max_recipients)
+    size_limits.check_count("attachment_ids", d.attachment_ids, settings.max_recipients)
     scope = await access.reader(s, who, d.from_session_id)
     files = await attachments.check_for_send(s, scope, d.attachment_ids)
     sched = recurrence.schedule(

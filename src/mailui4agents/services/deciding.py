@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.services import content, devices, permission_decisions, permissions
+from mailui4agents.services import devices, permission_decisions, permissions, size_limits
 from mailui4agents.services.permission_decisions import Choice
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
@@ -23,7 +23,7 @@ async def decide(
     the web session's token the decision came with; when it is a paired
     device's, the decision records that device's name as `decided_device`, as a
     push action records the pushed device (docs/remote.md, "First answer wins")."""
-    content.check_decision(gw.settings, choice.note, choice.grant_pattern, choice.answers)
+    size_limits.check_decision(gw.settings, choice.note, choice.grant_pattern, choice.answers)
     async with gw.write() as s:
         if web_token is not None and choice.device is None:
             device = await devices.this_device(s, web_token)

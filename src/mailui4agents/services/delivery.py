@@ -2,7 +2,7 @@
 
 Mail, permissions and sessions all deliver (a sent mail, a request's mail, a
 decision's receipt, an interactive session's first mail); this module depends
-only on tables, attachments' linking, the event log and views, so none of them
+only on tables, attachments' linking, the event log and wire_shapes, so none of them
 imports another to deliver.
 
 Every write here is a Core statement built once at import (the mail, its
@@ -25,7 +25,7 @@ from mailui4agents.db.types import utcnow
 from mailui4agents.events import log
 from mailui4agents.services import attachments
 from mailui4agents.services.principals import principal_key
-from mailui4agents.services.views import MailContext, delivery_fields
+from mailui4agents.services.wire_shapes import MailContext, delivery_fields
 from mailui4agents.wire.events import EventType
 
 _SESSIONS = cast(Table, SessionRow.__table__)

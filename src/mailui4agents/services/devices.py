@@ -10,7 +10,7 @@ device's cookie stops working at its next request (tokens are looked up on
 every request, never cached: identity.authenticate_in).
 
 Guessing codes is limited per client address with the login limiter
-(services/limits.LoginGuard): a failed redemption counts as a failed login
+(services/rate_limits.LoginGuard): a failed redemption counts as a failed login
 from that address, so codes and passwords share one budget per address.
 """
 
@@ -40,8 +40,8 @@ from mailui4agents.db.tables import (
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import RateLimited, forbidden, invalid_value, not_found
 from mailui4agents.services.identity import USER_TOKEN_PREFIX, hash_token, new_secret
-from mailui4agents.services.limits import LoginGuard
 from mailui4agents.services.principals import Principal
+from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.wire.devices import DeviceOut
 
 PAIRING_TTL_S = 300.0  # a code works for five minutes

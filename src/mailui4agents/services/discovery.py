@@ -27,9 +27,9 @@ from mailui4agents.domain.addresses import AddressError, format_parts
 from mailui4agents.domain.errors import not_found
 from mailui4agents.domain.results import Duplicate, Sent
 from mailui4agents.domain.roots import is_glob
-from mailui4agents.services import access, content, mail, reading, request_input
+from mailui4agents.services import access, mail, reading, request_input, size_limits
 from mailui4agents.services.identity import fmt_time
-from mailui4agents.services.views import MailContext, session_address
+from mailui4agents.services.wire_shapes import MailContext, session_address
 from mailui4agents.settings import Settings
 from mailui4agents.wire.models import (
     ContactOut,
@@ -422,7 +422,7 @@ async def forward(
     NotFound otherwise, as if it did not exist). The new mail goes where `to` routes it
     and carries the original's attachments (the reader may read them through it).
     """
-    content.check_text("note", note, settings.text_max_bytes)
+    size_limits.check_text("note", note, settings.text_max_bytes)
     access.require_scope(reader, "forwarding")
     ctx = await reading.readable(s, reader, mail_id)
     await reading.record_reads(s, reader.principal, [ctx.mail.seq], reader.scope_id, "forward")

@@ -14,7 +14,7 @@ from mailui4agents.domain.errors import not_found
 from mailui4agents.domain.grants import EVERY, EXACT, GrantRule, covers
 from mailui4agents.services import access
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.session_view import get_session
+from mailui4agents.services.session_summary import get_session
 from mailui4agents.wire.models import GrantOut
 
 HIDDEN_INPUT = "exactly the input that was approved (shown to the session's deciders)"

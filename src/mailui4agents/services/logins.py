@@ -3,7 +3,7 @@
 
 They take the gateway, not one session: each spans a read, an Argon2 hash in a
 worker thread with no transaction open, and then the one writer
-(services/limits.py limits login attempts per username and client address)."""
+(services/rate_limits.py limits login attempts per username and client address)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ async def log_in(
 ) -> LoggedIn | None:
     """A token named `token_name` expiring after `ttl_s` for a correct password;
     None for a wrong one (the adapters answer 401: WRONG_PASSWORD). RateLimited
-    past the limits of services/limits.py."""
+    past the limits of services/rate_limits.py."""
     attempt = gw.logins.begin(username, address)
     async with gw.read() as s:
         user = await identity.user_by_name(s, username)

@@ -27,14 +27,15 @@ from mailui4agents.events import log
 from mailui4agents.services import (
     access,
     attachments,
+    budgets,
     delivery,
     identity,
-    limits,
     sessions,
+    size_limits,
     tasking,
 )
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.views import (
+from mailui4agents.services.wire_shapes import (
     MailContext,
     mail_out,
 )
@@ -146,7 +147,7 @@ async def send_mail(
     when this sender used `relay_key` before (nothing is written then).
     `recipients`: `to` and `cc` as resolve_recipients gave them, if already done."""
     if relay_key is not None:
-        limits.check_relay_key(relay_key)
+        size_limits.check_relay_key(relay_key)
         # PostgreSQL: concurrent sends with one key must not both pass this check
         # (the loser's unique violation would be a 500). Appends are serialised by
         # the event lock anyway; taking it first makes this check see every
@@ -192,7 +193,7 @@ async def send_mail(
     await tasking.check_send(
         s, sender, deliveries, session, created, permission_mode, from_session_id, type_
     )
-    await limits.check_send(s, settings, sender, session, relay, [h for _, h, _ in deliveries])
+    await budgets.check_send(s, settings, sender, session, relay, [h for _, h, _ in deliveries])
     if created:
         # The humans on a session's first mail own it (docs/access.md).
         owners = [sender.name] if sender.is_human else []

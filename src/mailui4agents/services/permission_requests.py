@@ -25,7 +25,14 @@ from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.domain.results import Duplicate, Opened
 from mailui4agents.events import log
-from mailui4agents.services import access, delivery, limits, notify_policy, permissions, push
+from mailui4agents.services import (
+    access,
+    delivery,
+    notify_policy,
+    permissions,
+    push,
+    size_limits,
+)
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import JsonObject
@@ -121,7 +128,7 @@ async def create_request(
 ) -> Opened | Duplicate:
     """Open a request: Opened (its PermissionOut), or Duplicate when this agent
     used `relay_key` before (nothing is written then)."""
-    limits.check_relay_key(relay_key)
+    size_limits.check_relay_key(relay_key)
     if not relay_key:
         raise invalid_value("relay_key", "relay_key must not be empty")
     _validate_shape(kind, tool_name, question, options, multi_select)

@@ -23,7 +23,7 @@ from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.errors import Conflict, not_found
 from mailui4agents.services import access, delivery, push
 from mailui4agents.services.principals import Principal, principal_key
-from mailui4agents.services.session_view import get_session
+from mailui4agents.services.session_summary import get_session
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import DecidedVia, PermissionDecisionEvent, PermissionOut
 

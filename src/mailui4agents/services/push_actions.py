@@ -45,7 +45,7 @@ from mailui4agents.services import access, permission_decisions, permissions, pu
 from mailui4agents.services.identity import hash_token
 from mailui4agents.services.permission_decisions import Choice
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.session_view import get_session
+from mailui4agents.services.session_summary import get_session
 from mailui4agents.wire.deliveries import DeliveryOut
 from mailui4agents.wire.models import PermissionOut
 

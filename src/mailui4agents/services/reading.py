@@ -36,7 +36,7 @@ from mailui4agents.domain.errors import Missing, invalid_value, not_found
 from mailui4agents.services import access, attachments, request_input
 from mailui4agents.services.mail import contexts
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.views import (
+from mailui4agents.services.wire_shapes import (
     HAS_FILES_AT,
     PAGE_MAIL_COLUMNS,
     TYPE_AT,
@@ -94,7 +94,7 @@ def parse_cursor(value: str | None) -> int | None:
     return after
 
 
-# -- pages: inbox, mailbox, thread (services/views.page_items builds them) -----------
+# -- pages: inbox, mailbox, thread (services/wire_shapes.page_items builds them) -----------
 #
 # A page is two statements on the writer whatever its length: the mails with
 # their sessions and, in a column of each row, their recipients (Core columns,
@@ -143,7 +143,7 @@ _RECIPIENTS = RecipientRow.__table__.alias()  # never the outer query's (an inbo
 
 def _recipients_of_mail() -> Any:
     """A mail's recipients in one text column of the mail's row, one line each:
-    `role position unread-row-id-or-dash name` (views.page_people reads it;
+    `role position unread-row-id-or-dash name` (wire_shapes.page_people reads it;
     names hold no whitespace, domain/names.py). One statement fewer per page
     than reading them apart; the aggregate's order is not defined, the position
     orders them."""

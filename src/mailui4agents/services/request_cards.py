@@ -11,7 +11,7 @@ from sqlalchemy import false, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import PermissionRow, SessionDeciderRow
-from mailui4agents.services import access, permissions, session_view
+from mailui4agents.services import access, permissions, session_summary
 from mailui4agents.services.principals import Principal
 from mailui4agents.wire.models import PermissionOut
 
@@ -78,6 +78,6 @@ async def kind_for_decider(s: AsyncSession, who: Principal, request_id: str) -> 
     its session, Forbidden for a reader without the power — what deciding would
     answer, before the kind could tell anything (docs/access.md)."""
     row = await permissions.get_request(s, request_id)
-    found = await session_view.get_session(s, row.session_id)
+    found = await session_summary.get_session(s, row.session_id)
     await access.Reader(who).ensure_decide(s, found, f"permission request '{request_id}'")
     return row.kind

@@ -44,7 +44,7 @@ from mailui4agents.db import fts
 from mailui4agents.db.tables import MailRow, SessionRow
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.services import access, reading, request_input
-from mailui4agents.services.views import BODY_AT
+from mailui4agents.services.wire_shapes import BODY_AT
 from mailui4agents.wire.models import JsonObject
 
 MARK = "**"  # around matched words in snippets (bodies are text/markdown)
@@ -170,7 +170,7 @@ async def search(
 
     Who may read what is `access.Reader` (agents: participant, in the workspace of
     their scope session, which search requires). Each result is the JSON of a
-    SearchHit: MailOut (built as a page of mail is, services/views.page_items)
+    SearchHit: MailOut (built as a page of mail is, services/wire_shapes.page_items)
     + `snippet`. Every returned mail is recorded in the read log (action "search").
     """
     access.require_scope(reader, "searching")

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mailui4agents.domain.results import Duplicate, Sent
-from mailui4agents.services import content, mail
+from mailui4agents.services import mail, size_limits
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.state import Gateway
 from mailui4agents.wire.events import EventType
@@ -53,7 +53,7 @@ class SendResult:
 
 async def send(gw: Gateway, sender: Principal, draft: Draft) -> SendResult:
     """Store and deliver `draft` from `sender` (domain errors name the field)."""
-    content.check_mail(gw.settings, draft.subject, draft.body)
+    size_limits.check_mail(gw.settings, draft.subject, draft.body)
     to, cc = list(draft.to), list(draft.cc)
     async with gw.read() as r:  # lookups before the one writer is taken
         recipients = await mail.resolve_recipients(r, gw.settings, to, cc)

@@ -23,7 +23,7 @@ from mailui4agents.domain.errors import (
 from mailui4agents.events import log
 from mailui4agents.services import access, identity, permissions, tasking
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.session_view import audience, describe, describe_many, get_session
+from mailui4agents.services.session_summary import audience, describe, describe_many, get_session
 from mailui4agents.settings import Settings
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import DeciderOut, SessionOut

@@ -121,7 +121,7 @@ async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[dic
             mark=False,
             body_limit=gw.settings.inbox_preview_chars,
         )
-    return items  # JSON objects already (services/views.page_items)
+    return items  # JSON objects already (services/wire_shapes.page_items)
 
 
 async def pending(

@@ -113,7 +113,7 @@ MAIL_ONLY_FIELDS = frozenset(
 )
 """The fields of MailOut a `new_mail` event does not carry (the body and what one
 reader's copy knows). The event is every other field of the mail
-(services/views.new_mail_data): a field added to MailOut reaches the event by itself."""
+(services/wire_shapes.new_mail_data): a field added to MailOut reaches the event by itself."""
 
 
 class InboxItem(MailOut):

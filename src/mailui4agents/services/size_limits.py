@@ -1,4 +1,4 @@
-"""Content limits per field (docs/limits.md), checked before any transaction.
+"""Size limits per field (docs/limits.md), checked before any transaction.
 
 Each size and count has a limit from settings: a 10 MB mail body, a 1 MB subject,
 5 MB of tool_input and 50,000 question options were all once accepted, and
@@ -12,7 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mailui4agents.domain.errors import TooLarge, invalid_value
+from mailui4agents.domain.errors import Invalid, TooLarge, invalid_value
+from mailui4agents.domain.relay_keys import RELAY_KEY_MAX_BYTES
 from mailui4agents.settings import Settings
 
 
@@ -111,3 +112,16 @@ def check_heartbeat(settings: Settings, body: Mapping[str, Any]) -> None:
             for key, value in item.items():
                 if isinstance(value, str):
                     check_text(f"platform_sessions[{i}].{key}", value, PLATFORM_SESSION_FIELD_MAX)
+
+
+def check_relay_key(key: str) -> None:
+    """A relay key fits in RELAY_KEY_MAX_BYTES (clients shorten longer ones with
+    clamp_relay_key); refused (Invalid) otherwise."""
+    size = len(key.encode())
+    if size > RELAY_KEY_MAX_BYTES:
+        raise Invalid(
+            "relay_key",
+            f"relay_key is {size} bytes; at most {RELAY_KEY_MAX_BYTES} "
+            "(clients shorten long keys with ':sha256:<hex>')",
+            code="relay_key_too_long",
+        )

@@ -17,7 +17,7 @@ from mailui4agents.db.tables import MailRow, PermissionRow, RecipientRow, Sessio
 from mailui4agents.domain.errors import not_found
 from mailui4agents.services import access
 from mailui4agents.services.principals import principal_key
-from mailui4agents.services.views import session_out
+from mailui4agents.services.wire_shapes import session_out
 from mailui4agents.wire.models import SessionOut
 
 

@@ -1,0 +1,134 @@
+"""Rate limits: failed logins per username and per client address, and all logins
+per address, each in a sliding window (docs/limits.md). Pairing codes, notification
+tokens and renewed push subscriptions count against the same address budget.
+
+In memory, in this process: the gateway is one process (docs/design.md, "Login
+limits" says why no rate-limit library).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mailui4agents.domain.errors import RateLimited
+from mailui4agents.settings import Settings
+
+
+class SlidingWindow:
+    """At most `limit` hits per key in any `window_s` seconds. Keeps only the
+    last `limit` hit times per key and at most `max_keys` keys (the least recently
+    hit are forgotten first), so memory stays bounded whatever the keys are."""
+
+    def __init__(
+        self,
+        limit: int,
+        window_s: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 100_000,
+    ) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.clock = clock
+        self.max_keys = max_keys
+        self._hits: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def retry_after(self, key: str) -> float | None:
+        """Seconds until `key` may be hit again; None when it may be hit now."""
+        hits = self._hits.get(key)
+        if hits is None:
+            return None
+        now = self.clock()
+        while hits and hits[0] <= now - self.window_s:
+            hits.popleft()
+        if not hits:
+            del self._hits[key]
+            return None
+        if len(hits) < self.limit:
+            return None
+        return hits[0] + self.window_s - now
+
+    def hit(self, key: str) -> float:
+        """Record a hit now; returns its time (for `undo`)."""
+        now = self.clock()
+        hits = self._hits.get(key)
+        if hits is None:
+            hits = self._hits[key] = deque(maxlen=self.limit)
+            while len(self._hits) > self.max_keys:
+                self._hits.popitem(last=False)
+        else:
+            self._hits.move_to_end(key)
+        hits.append(now)
+        return now
+
+    def undo(self, key: str, stamp: float) -> None:
+        """Take back the hit made at `stamp` (it turned out not to count)."""
+        hits = self._hits.get(key)
+        if hits is not None and stamp in hits:
+            hits.remove(stamp)
+
+
+@dataclass
+class LoginAttempt:
+    """One login in progress: counted as a failure until it proves otherwise, so
+    concurrent guesses cannot overrun the limit while their hashes are checked."""
+
+    guard: LoginGuard
+    user_key: str
+    address: str
+    user_stamp: float
+    address_stamp: float
+
+    def succeeded(self) -> None:
+        self.guard.user_failures.undo(self.user_key, self.user_stamp)
+        self.guard.address_failures.undo(self.address, self.address_stamp)
+
+
+class LoginGuard:
+    """Failed logins per username and per client address, and all logins per
+    address, each in a sliding window. Once a limit is reached every login it
+    covers is refused (RateLimited) — a correct password too — until the window lets
+    the oldest attempt go: otherwise a guesser would learn when it guessed right."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
+        window = settings.login_window_s
+        self.user_failures = SlidingWindow(settings.login_failures_per_user, window, clock=clock)
+        self.address_failures = SlidingWindow(
+            settings.login_failures_per_address, window, clock=clock
+        )
+        self.address_attempts = SlidingWindow(
+            settings.login_attempts_per_address, window, clock=clock
+        )
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        for w in (self.user_failures, self.address_failures, self.address_attempts):
+            w.clock = clock
+
+    def begin(self, username: str, address: str) -> LoginAttempt:
+        """Refuse (RateLimited) a login over a limit; else count it and return it."""
+        user_key = username[:200]
+        waits = [
+            self.user_failures.retry_after(user_key),
+            self.address_failures.retry_after(address),
+            self.address_attempts.retry_after(address),
+        ]
+        wait = max((w for w in waits if w is not None), default=None)
+        if wait is not None:
+            retry = max(1, math.ceil(wait))
+            raise RateLimited(
+                f"too many login attempts for this user or from this address; "
+                f"try again in {retry} s",
+                retry_after=retry,
+            )
+        self.address_attempts.hit(address)
+        return LoginAttempt(
+            self,
+            user_key,
+            address,
+            self.user_failures.hit(user_key),
+            self.address_failures.hit(address),
+        )
