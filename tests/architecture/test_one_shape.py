@@ -1,7 +1,8 @@
 """Each rule has one encoding (CONTRIBUTING.md, "Adding a mail field";
 services/access.py): no module but services/access.py orders a session's
 deciders (DECIDER_ORDER, deciders_stmt), and no module but services/wire_shapes.py
-lists the keys of a mail (mail_item)."""
+lists the keys of a mail (mail_item); times are written as text only by
+domain/times.py; every mail type in the code is a MailType."""
 
 from __future__ import annotations
 
@@ -60,3 +61,32 @@ def test_the_walkers_see_what_they_look_for() -> None:
         + "}\n"
     )
     assert _orders_deciders(second) and _dict_with_keys(second, MAIL_KEYS)
+
+
+def test_only_domain_times_writes_a_time_as_text() -> None:
+    """One formatter (domain/times.rfc3339): a second spelling of it drifts
+    (one once dropped the `Z`)."""
+    found = [
+        name
+        for name, tree in _modules().items()
+        if '"+00:00"' in ast.unparse(tree) or "'+00:00'" in ast.unparse(tree)
+    ]
+    assert found == ["mailui4agents.domain.times"]
+
+
+def test_every_stored_mail_type_is_a_member_of_the_enum() -> None:
+    """The words the web shows and the types the services write are the enum's."""
+    from mailui4agents.domain.mail_types import MailType
+    from mailui4agents.web.render import TYPE_WORDS
+
+    assert set(TYPE_WORDS) - {"question"} == set(MailType)
+    written = {
+        ast.unparse(kw.value)
+        for name, tree in _modules().items()
+        if not name.startswith("mailui4agents.db.migrations")  # Alembic's own type_
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for kw in node.keywords
+        if kw.arg == "type_" and isinstance(kw.value, ast.Constant)
+    }
+    assert written == set(), f"mail types written as strings: {written}"

@@ -12,6 +12,7 @@ from mailui4agents.api.pages import json_object, json_page
 from mailui4agents.api.results import DUPLICATE, answer
 from mailui4agents.api.schemas import AgentMailCreate, Limit, MarkRead
 from mailui4agents.api.validation import BodyLimit, error_from_validation
+from mailui4agents.domain.mail_types import MailType
 from mailui4agents.services import (
     access,
     agents,
@@ -100,7 +101,13 @@ async def send_mail(
         relay=body.relay,
         relay_key=body.relay_key,
         from_session_id=str(body.from_session_id) if body.from_session_id else None,
-        type_="failure" if body.type == "failure" else "relay" if body.relay else "message",
+        type_=(
+            MailType.FAILURE
+            if body.type == "failure"
+            else MailType.RELAY
+            if body.relay
+            else MailType.MESSAGE
+        ),
         attachment_ids=[str(i) for i in body.attachment_ids],
     )
     result = (await sending.send(gw, who, draft)).outcome

@@ -47,6 +47,7 @@ from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
 from mailui4agents.client import ApiError, AsyncClient, MailOut
 from mailui4agents.domain.modes import mode_for_deciding
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.wire.models import Duplicate
 
 logger = logging.getLogger(__name__)
@@ -538,7 +539,7 @@ def prompt_mail(mail: MailOut, workspace: str) -> PromptMail:
         cc=tuple(mail.cc),
         subject=mail.subject,
         body=mail.body,
-        created_at=mail.created_at.isoformat().replace("+00:00", "Z"),
+        created_at=rfc3339(mail.created_at),
         reply_address=mail.reply_address,
         self_address=mail.self_address,
         attachments=tuple(

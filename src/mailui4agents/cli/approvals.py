@@ -20,6 +20,7 @@ from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.cli.output import one_line
 from mailui4agents.client import ApiError, AsyncClient
 from mailui4agents.domain.grants import EVERY, PREFIX, GrantRule, covers, new_grant
+from mailui4agents.domain.times import parse_rfc3339
 from mailui4agents.wire.models import to_json
 
 T = TypeVar("T")
@@ -40,7 +41,7 @@ def age(created_at: str | None, now: datetime | None = None) -> str:
     if not created_at:
         return "?"
     try:
-        moment = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+        moment = parse_rfc3339(created_at)
     except ValueError:
         return "?"
     if moment.tzinfo is None:
@@ -179,7 +180,7 @@ def delivery_line(item: Mapping[str, Any]) -> str:
         state += f" in {float(item['latency_ms']):g} ms"
     at = str(item.get("at") or "")
     with contextlib.suppress(ValueError):  # not a timestamp: shown as it came
-        at = datetime.fromisoformat(at.replace("Z", "+00:00")).astimezone(UTC).strftime("%H:%M:%S")
+        at = parse_rfc3339(at).astimezone(UTC).strftime("%H:%M:%S")
     parts = [str(item.get("channel") or "?"), *([str(where)] if where else []), state, at]
     return " · ".join(parts)
 

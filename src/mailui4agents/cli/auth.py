@@ -11,7 +11,8 @@ from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.client import AsyncClient, ClientConfig
 from mailui4agents.client.config import config_path, read_config_file, write_config_file
 from mailui4agents.client.errors import ApiError
-from mailui4agents.wire.models import TokenOut, rfc3339
+from mailui4agents.domain.times import rfc3339
+from mailui4agents.wire.models import TokenOut
 
 
 def save_login(url: str, username: str, token: str, path: Path | None = None) -> Path:

@@ -10,8 +10,8 @@ import click
 from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.client import AsyncClient
 from mailui4agents.client.devices import Devices
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.wire.devices import DeviceOut, PairingOut
-from mailui4agents.wire.models import rfc3339
 
 DEFAULT_NAME = "phone"
 

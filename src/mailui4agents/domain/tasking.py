@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from mailui4agents.domain.mail_types import MailType
 from mailui4agents.domain.modes import MODES, Mode
 from mailui4agents.domain.roots import allowed
 
@@ -39,7 +40,9 @@ OWNER, TASKER = "owner", "tasker"
 #: already received; a ``failure`` mail answered with a turn could loop between
 #: two bridges; requests go to humans, never to agents. The bridge starts no turn
 #: for them (bridge/replies.py), so they set nobody to work.
-NO_TURN_TYPES = frozenset({"permission_decision", "permission_request", "failure"})
+NO_TURN_TYPES = frozenset(
+    {MailType.PERMISSION_DECISION, MailType.PERMISSION_REQUEST, MailType.FAILURE}
+)
 
 _RANK: dict[str, int] = {m: i for i, m in enumerate(MODES)}
 

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mailui4agents.client import AttachmentRef, MailOut
+from mailui4agents.domain.times import parse_rfc3339
 from mailui4agents.wire.models import ContactOut, ParticipantOut, Suggestions
 
 PREVIEW_CHARS = 120
@@ -24,7 +25,7 @@ def when(value: datetime | str | None) -> str:
         return "?"
     if isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            parsed = parse_rfc3339(value)
         except ValueError:
             return value
         return parsed.strftime("%Y-%m-%d %H:%M UTC")

@@ -31,6 +31,7 @@ from pydantic import Field, WithJsonSchema
 
 from mailui4agents.client import ApiError, GatewayUnreachable, MailOut
 from mailui4agents.client.calendar import Calendar
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.mcp import ask as asking
 from mailui4agents.mcp import format as fmt
 from mailui4agents.mcp.normalise import normalise_addresses, normalise_ids
@@ -230,7 +231,7 @@ def build_server(runtime: Runtime) -> FastMCP:
             attachment_ids=normalise_ids(attachment_ids) or None,
             from_session_id=scope(),
         )
-        times = ", ".join(t.isoformat().replace("+00:00", "Z") for t in entry.upcoming)
+        times = ", ".join(rfc3339(t) for t in entry.upcoming)
         repeat = f" (repeats: {entry.rrule})" if entry.rrule else ""
         return f"scheduled {entry.id}{repeat}; next (UTC): {times}"
 

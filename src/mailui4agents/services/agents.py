@@ -13,6 +13,7 @@ from mailui4agents.db.tables import AgentRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.aliases import auto_alias
 from mailui4agents.domain.errors import invalid_value
+from mailui4agents.domain.mail_types import MailType, Recipient
 from mailui4agents.domain.modes import normalise_enforcement
 from mailui4agents.services import (
     access,
@@ -100,15 +101,15 @@ async def interactive_session(
     await delivery.deliver(
         s,
         row,
-        agent.name,
-        False,
-        [(owner, True, "to")],
+        sender=agent.name,
+        sender_human=False,
+        recipients=[Recipient(owner, True)],
         subject=f"Interactive session: {label}",
         body=(
             f"{agent.name} is working interactively in {cwd or '(no workspace)'}.\n"
             "Its requests to run commands or change files will arrive in this thread."
         ),
-        type_="system",
+        type_=MailType.SYSTEM,
     )
     await access.add_owners(s, row.id, [owner], by=agent.name)
     return row

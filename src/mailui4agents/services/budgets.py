@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow
 from mailui4agents.domain.errors import Conflict
+from mailui4agents.domain.mail_types import BUDGETED, MailType
 from mailui4agents.services.principals import Principal
 from mailui4agents.settings import Settings
 
@@ -48,7 +49,7 @@ async def budget_used(s: AsyncSession, agent: str, session_id: str) -> int:
             MailRow.session_id == session_id,
             MailRow.from_name == agent,
             MailRow.seq > since,
-            MailRow.type.in_(("message", "relay", "calendar")),  # scheduled mail counts too
+            MailRow.type.in_(BUDGETED),
             ~free,
         )
     )
@@ -62,7 +63,7 @@ async def trailing_relays(s: AsyncSession, session_id: str) -> int:
         select(func.max(MailRow.seq)).where(
             MailRow.session_id == session_id,
             MailRow.relay.is_(False),
-            MailRow.type == "message",
+            MailRow.type == MailType.MESSAGE,
         )
     )
     n = await s.scalar(

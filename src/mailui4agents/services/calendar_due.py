@@ -28,7 +28,9 @@ from mailui4agents.db.tables import (
     UserRow,
 )
 from mailui4agents.domain.errors import DomainError
+from mailui4agents.domain.mail_types import MailType
 from mailui4agents.domain.results import Sent
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.services import mail
 from mailui4agents.services.calendar import DONE, FAILED, SCHEDULED, schedule_of
 from mailui4agents.services.principals import Principal
@@ -65,7 +67,7 @@ def late_note(row: CalendarEntryRow, due_at: datetime, now: datetime) -> str:
     local = due_at.astimezone(schedule_of(row).tz)
     return (
         f"\n\n---\nScheduled for {local.isoformat(timespec='minutes')} ({row.timezone}); "
-        f"delivered late, at {now.isoformat(timespec='seconds').replace('+00:00', 'Z')}: "
+        f"delivered late, at {rfc3339(now, 'seconds')}: "
         "the gateway was not running at the scheduled time."
     )
 
@@ -159,7 +161,7 @@ async def _send(
                 body=body,
                 permission_mode=row.permission_mode,
                 from_session_id=row.from_session_id,
-                type_="calendar",
+                type_=MailType.CALENDAR,
                 attachment_ids=ids,
             )
     except DomainError as e:

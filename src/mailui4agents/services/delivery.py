@@ -22,6 +22,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow, new_id
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain.mail_types import MailType, Recipient
 from mailui4agents.events import log
 from mailui4agents.services import attachments
 from mailui4agents.services.principals import principal_key
@@ -41,13 +42,13 @@ _TOUCH_SESSION = (
 async def deliver(
     s: AsyncSession,
     session: SessionRow,
+    *,
     sender: str,
     sender_human: bool,
-    recipients: list[tuple[str, bool, str]],
-    *,
+    recipients: Sequence[Recipient],
     subject: str,
     body: str,
-    type_: str,
+    type_: MailType,
     parent_mail_id: str | None = None,
     relay: bool = False,
     relay_key: str | None = None,
@@ -56,7 +57,7 @@ async def deliver(
     mail_id: str | None = None,
     also: Sequence[log.Event] = (),
 ) -> MailContext:
-    """Store one mail in `session` for (name, is_human, role) recipients, and one
+    """Store one mail in `session` for its recipients, and one
     `new_mail` event per recipient, each with its own reply/self addresses.
     `files` must have been checked (attachments.check_for_send) by the caller.
     `mail_id`: the new mail's id, when the caller needed it before (a permission

@@ -27,8 +27,8 @@ from mailui4agents.domain.addresses import AddressError, format_parts
 from mailui4agents.domain.errors import not_found
 from mailui4agents.domain.results import Duplicate, Sent
 from mailui4agents.domain.roots import is_glob
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.services import access, mail, reading, request_input, size_limits
-from mailui4agents.services.identity import fmt_time
 from mailui4agents.services.wire_shapes import MailContext, session_address
 from mailui4agents.settings import Settings
 from mailui4agents.wire.models import (
@@ -400,7 +400,7 @@ def forward_body(
         ("From", ctx.address_of(m.from_name)),
         ("To", ", ".join(ctx.address_of(n) for n in ctx.names("to"))),
         ("Cc", ", ".join(ctx.address_of(n) for n in ctx.names("cc"))),
-        ("Date", fmt_time(m.created_at) or ""),
+        ("Date", rfc3339(m.created_at)),
         ("Subject", subject),
     ]
     lines = [FORWARD_MARK, *(f"{k}: {v}" for k, v in headers if v or k != "Cc"), "", body]

@@ -54,11 +54,6 @@ def new_secret(prefix: str) -> str:
     return prefix + secrets.token_urlsafe(32)
 
 
-def fmt_time(dt: datetime | None) -> str | None:
-    """RFC 3339 in UTC with a Z."""
-    return None if dt is None else dt.isoformat().replace("+00:00", "Z")
-
-
 def check_name(name: str, field: str) -> str:
     """The name as stored (NFC), or Invalid naming `field` (domain/names.py says why)."""
     bad = not name or len(name) > 200 or any(c in name for c in "@ \t\r\n/.")

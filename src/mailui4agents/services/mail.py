@@ -21,6 +21,7 @@ from mailui4agents.db.tables import (
 )
 from mailui4agents.domain.addresses import Address, AddressError, parse_address
 from mailui4agents.domain.errors import invalid_value
+from mailui4agents.domain.mail_types import MailType, Recipient, Role
 from mailui4agents.domain.results import Duplicate, Sent
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.events import log
@@ -139,7 +140,7 @@ async def send_mail(
     relay: bool = False,
     relay_key: str | None = None,
     from_session_id: str | None = None,
-    type_: str = "message",
+    type_: MailType = MailType.MESSAGE,
     attachment_ids: Sequence[str] = (),
     recipients: Recipients | None = None,
 ) -> Sent | Duplicate:
@@ -181,30 +182,31 @@ async def send_mail(
     session, created, subject = await sessions.resolve_target(
         s, settings, sender, to_addrs, cc_addrs, subject, parent_session, permission_mode
     )
-    deliveries: list[tuple[str, bool, str]] = []
+    deliveries: list[Recipient] = []
     seen: set[str] = set()
-    for role, addrs in (("to", to_addrs), ("cc", cc_addrs)):
+    roles: tuple[tuple[Role, list[Address]], ...] = (("to", to_addrs), ("cc", cc_addrs))
+    for role, addrs in roles:
         for a in addrs:
             if a.name not in seen:  # one delivery per person, "to" wins over "cc"
                 seen.add(a.name)
-                deliveries.append((a.name, kinds[a.name], role))
+                deliveries.append(Recipient(a.name, kinds[a.name], role))
     # Who may set an agent to work, where and how freely (docs/access.md): refused
     # before anything of the mail is written (a session made above rolls back).
     await tasking.check_send(
         s, sender, deliveries, session, created, permission_mode, from_session_id, type_
     )
-    await budgets.check_send(s, settings, sender, session, relay, [h for _, h, _ in deliveries])
+    await budgets.check_send(s, settings, sender, session, relay, [r.is_human for r in deliveries])
     if created:
         # The humans on a session's first mail own it (docs/access.md).
         owners = [sender.name] if sender.is_human else []
-        owners += [n for n, human, role in deliveries if human and role == "to"]
+        owners += [r.name for r in deliveries if r.is_human and r.role == "to"]
         await access.add_owners(s, session.id, owners, by=sender.name)
     ctx = await delivery.deliver(
         s,
         session,
-        sender.name,
-        sender.is_human,
-        deliveries,
+        sender=sender.name,
+        sender_human=sender.is_human,
+        recipients=deliveries,
         subject=subject,
         body=body,
         parent_mail_id=parent_mail_id,

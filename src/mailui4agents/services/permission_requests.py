@@ -21,6 +21,7 @@ from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, 
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import Conflict, Missing, invalid_value, not_found
 from mailui4agents.domain.grants import GrantRule, grant_matches
+from mailui4agents.domain.mail_types import MailType, Recipient
 from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.domain.results import Duplicate, Opened
@@ -215,12 +216,12 @@ async def create_request(
     await delivery.deliver(
         s,
         session,
-        agent.name,
-        False,
-        [(h, True, "to") for h in humans],
+        sender=agent.name,
+        sender_human=False,
+        recipients=[Recipient(h, True) for h in humans],
         subject=subject,
         body=body,
-        type_="permission_request",
+        type_=MailType.PERMISSION_REQUEST,
         mail_id=row.mail_id,
         also=[(principal_key(h, True), EventType.PERMISSION_REQUEST, out) for h in humans],
     )

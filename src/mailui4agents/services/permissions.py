@@ -21,6 +21,8 @@ from mailui4agents.db.tables import PermissionRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.errors import Conflict, not_found
+from mailui4agents.domain.mail_types import MailType, Recipient
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.services import access, delivery, push
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.session_summary import get_session
@@ -99,7 +101,7 @@ def already_decided(row: PermissionRow, now: datetime | None = None) -> Conflict
         "outcome": row.status,  # approved, denied, expired, cancelled
         "decided_by": row.decided_by,
         "channel": row.decided_channel,
-        "decided_at": when.isoformat().replace("+00:00", "Z"),
+        "decided_at": rfc3339(when),
     }
     if row.decided_device:
         extra["device"] = row.decided_device
@@ -167,12 +169,12 @@ async def announce(
     await delivery.deliver(
         s,
         session,
-        sender,
-        sender_human,
-        [(row.agent_name, False, "to")],
+        sender=sender,
+        sender_human=sender_human,
+        recipients=[Recipient(row.agent_name, False)],
         subject=f"{word}: {what}",
         body=body,
-        type_="permission_decision",
+        type_=MailType.PERMISSION_DECISION,
         parent_mail_id=row.mail_id,
         also=[(target, EventType.PERMISSION_DECISION, event) for target in targets],
     )

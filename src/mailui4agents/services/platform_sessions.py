@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import PlatformSessionRow
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain.times import parse_rfc3339
 
 
 class PlatformSessionIn(BaseModel):
@@ -30,7 +31,7 @@ def _when(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        value = parse_rfc3339(text)
     except ValueError:
         return None
     return value if value.tzinfo else None

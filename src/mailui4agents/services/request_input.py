@@ -23,10 +23,11 @@ from sqlalchemy import ColumnElement, and_, false, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import MailRow, PermissionRow
+from mailui4agents.domain.mail_types import MailType
 from mailui4agents.services import access
 from mailui4agents.services.principals import Principal
 
-REQUEST_MAIL = "permission_request"
+REQUEST_MAIL = MailType.PERMISSION_REQUEST
 
 
 @dataclass(frozen=True, slots=True)

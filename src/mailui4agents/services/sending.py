@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mailui4agents.domain.mail_types import MailType
 from mailui4agents.domain.results import Duplicate, Sent
 from mailui4agents.services import mail, size_limits
 from mailui4agents.services.principals import Principal, principal_key
@@ -31,7 +32,7 @@ class Draft:
     relay: bool = False
     relay_key: str | None = None
     from_session_id: str | None = None
-    type_: str = "message"  # "message", "relay" or "failure"
+    type_: MailType = MailType.MESSAGE  # MESSAGE, RELAY or FAILURE
 
 
 @dataclass(frozen=True)

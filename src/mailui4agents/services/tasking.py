@@ -21,6 +21,7 @@ from mailui4agents.db.tables import (
 )
 from mailui4agents.domain.addresses import NEW_SESSION, Address
 from mailui4agents.domain.errors import Conflict, Forbidden, invalid_value, not_found
+from mailui4agents.domain.mail_types import MailType, Recipient, Role
 from mailui4agents.domain.modes import MODES, Mode, mode_for_deciding
 from mailui4agents.domain.roots import RootError, normalise_root, normalise_roots
 from mailui4agents.domain.tasking import (
@@ -143,23 +144,23 @@ async def _on_behalf_of(s: AsyncSession, session_id: str) -> list[str]:
 async def check_send(
     s: AsyncSession,
     sender: Principal,
-    deliveries: Sequence[tuple[str, bool, str]],
+    deliveries: Sequence[Recipient],
     session: SessionRow,
     created: bool,
     permission_mode: str | None,
     from_session_id: str | None,
-    type_: str = "message",
+    type_: MailType = MailType.MESSAGE,
 ) -> None:
     """Refuse (Forbidden, nothing written by the caller yet is kept) a mail that
     sets an agent to work against its rules; set a new session's starting mode.
 
-    `deliveries`: (name, is_human, "to" | "cc") of the mail's recipients. An
+    `deliveries`: the mail's recipients. An
     agent that mails itself is judged like any other agent it mails. Mail of a
     type that never starts a turn (a failure notice, a receipt) sets nobody to
     work and is not judged."""
     if type_ in NO_TURN_TYPES:
         return
-    agents = [(name, role) for name, human, role in deliveries if not human]
+    agents = [(r.name, r.role) for r in deliveries if not r.is_human]
     if not agents:
         return
     by_agent: str | None = None
@@ -243,9 +244,8 @@ async def check_draft(
     draft = SessionRow(
         id="", workspace=first.path, permission_mode="workspace", created_by=sender.name
     )
-    deliveries = [
-        (a.name, human[a.name], role) for role, addrs in (("to", to), ("cc", cc)) for a in addrs
-    ]
+    roles: tuple[tuple[Role, Sequence[Address]], ...] = (("to", to), ("cc", cc))
+    deliveries = [Recipient(a.name, human[a.name], role) for role, addrs in roles for a in addrs]
     await check_send(s, sender, deliveries, draft, starts, permission_mode, from_session_id)
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
 from mailui4agents.domain.addresses import format_parts
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.wire.models import (
     MAIL_ONLY_FIELDS,
     AttachmentRef,
@@ -41,7 +42,6 @@ from mailui4agents.wire.models import (
     MailOut,
     NewMailEvent,
     SessionOut,
-    rfc3339,
     to_json,
 )
 

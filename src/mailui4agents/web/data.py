@@ -20,6 +20,7 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from mailui4agents.domain.errors import DomainError
+from mailui4agents.domain.mail_types import MailType
 from mailui4agents.domain.results import Sent
 from mailui4agents.errors import ApiError, as_api_error
 from mailui4agents.http import event_stream, files
@@ -151,7 +152,7 @@ async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str,
 
 
 def _request_mail_ids(mails: list[dict[str, Any]]) -> list[str]:
-    return [str(m["id"]) for m in mails if m.get("type") == "permission_request"]
+    return [str(m["id"]) for m in mails if m.get("type") == MailType.PERMISSION_REQUEST]
 
 
 async def thread_requests(

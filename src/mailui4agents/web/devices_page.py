@@ -20,6 +20,7 @@ from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
 
 from mailui4agents.domain.errors import DomainError, RateLimited
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.services import devices
 from mailui4agents.state import Gateway
 from mailui4agents.web import auth, data
@@ -113,7 +114,7 @@ async def pair(request: Request) -> Response:
         "url": url,
         "qr": qr_svg(url),
         "name": devices.clean_name(_text(form, "name")),
-        "expires_at": expires.isoformat().replace("+00:00", "Z"),
+        "expires_at": rfc3339(expires),
     }
     return await _render(request, user, pairing=pairing)
 

@@ -25,6 +25,7 @@ from mailui4agents.domain.grants import (
     covers_parts,
     new_grant,
 )
+from mailui4agents.domain.mail_types import MailType
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -192,25 +193,23 @@ def tool_view(tool_input: Any) -> dict[str, Any]:
 
 
 # A mail's type in words (docs/web.md): every template names types through
-# type_word, never by the stored value. The values are services' `type_=`
-# (services/mail.py, agents.py, calendar_due.py, permission_requests.py,
-# permissions.py) and api/agent.py's (relay, failure).
-TYPE_WORDS = {
-    "message": "message",
-    "relay": "agent reply",
-    "permission_request": "approval request",
-    "question": "question",
-    "permission_decision": "decision",
-    "system": "session notice",
-    "calendar": "calendar entry",
-    "failure": "failure report",
+# type_word, never by the stored value (domain/mail_types.MailType).
+TYPE_WORDS: dict[str, str] = {
+    MailType.MESSAGE: "message",
+    MailType.RELAY: "agent reply",
+    MailType.PERMISSION_REQUEST: "approval request",
+    "question": "question",  # a permission_request of kind "question"
+    MailType.PERMISSION_DECISION: "decision",
+    MailType.SYSTEM: "session notice",
+    MailType.CALENDAR: "calendar entry",
+    MailType.FAILURE: "failure report",
 }
 
 
 def type_word(mail_type: str | None, kind: str | None = None) -> str:
     """`permission_request` carries questions too (docs/behaviour.md#mail-strict-input-inbox):
     with the request's `kind` "question" it is a question."""
-    if mail_type == "permission_request" and kind == "question":
+    if mail_type == MailType.PERMISSION_REQUEST and kind == "question":
         return TYPE_WORDS["question"]
     value = mail_type or "message"
     return TYPE_WORDS.get(value, value.replace("_", " "))

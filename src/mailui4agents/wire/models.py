@@ -16,17 +16,13 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.wire.events import EventType
 
 T = TypeVar("T")
 
 JsonObject = dict[str, Any]
 """Arbitrary JSON (a tool's input, an event's stored payload): no shape of ours."""
-
-
-def rfc3339(dt: datetime) -> str:
-    """A time as the wire writes it: RFC 3339, UTC with a `Z`."""
-    return dt.isoformat().replace("+00:00", "Z")
 
 
 Timestamp = Annotated[datetime, PlainSerializer(rfc3339, return_type=str, when_used="json")]

@@ -21,6 +21,7 @@ from typing import Any
 
 from mailui4agents.domain.aliases import slugify
 from mailui4agents.domain.modes import Enforcement, Mode
+from mailui4agents.domain.times import rfc3339
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,7 @@ def platform_session(
         "slug": slugify(title, 40) or default_slug,
         "title": title,
         "cwd": cwd,
-        "updated_at": updated.isoformat().replace("+00:00", "Z"),
+        "updated_at": rfc3339(updated),
     }
 
 
