@@ -90,3 +90,31 @@ def test_every_stored_mail_type_is_a_member_of_the_enum() -> None:
         if kw.arg == "type_" and isinstance(kw.value, ast.Constant)
     }
     assert written == set(), f"mail types written as strings: {written}"
+
+
+# Calls that may take a bare True/False: SQL's `.is_(True)`, `dict.get(k, False)`,
+# `principal_key(name, is_human)` (a key's two parts, everywhere), the SQLite
+# adapter's private `_call` (its signature is the library's).
+POSITIONAL_BOOL_OK = {"is_", "get", "principal_key", "_call"}
+
+
+def _positional_bools(tree: ast.Module) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in POSITIONAL_BOOL_OK:
+            continue
+        if any(isinstance(a, ast.Constant) and isinstance(a.value, bool) for a in node.args):
+            found.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+def test_no_call_passes_a_bare_boolean_by_position() -> None:
+    """`deliver(s, session, name, False, [(h, True, "to")])` said nothing: a flag
+    is passed by name (keyword-only parameters) or is a named type."""
+    found = {name: hits for name, tree in _modules().items() if (hits := _positional_bools(tree))}
+    assert found == {}
+    assert _positional_bools(ast.parse("announce(s, row, 'x', False)")) != []

@@ -140,7 +140,9 @@ async def list_grants(
     who: Human, gw: GatewayDep, session_id: str | None = None, include_revoked: bool = False
 ) -> Page[GrantOut]:
     async with gw.read() as s:
-        return page(await grants.list_grants(s, who, session_id, include_revoked), None)
+        return page(
+            await grants.list_grants(s, who, session_id, include_revoked=include_revoked), None
+        )
 
 
 @router.delete("/grants/{grant_id}", response_model=GrantOut, response_model_exclude_unset=True)

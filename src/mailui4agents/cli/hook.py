@@ -37,7 +37,8 @@ def _run(platform: Platform) -> None:
     try:
         status = emit(platform)
         # The platform waits for our exit, and tearing down every imported module
-        # costs ~50 ms per tool call; frozen objects are skipped by that final sweep.
+        # is a large part of each tool call's cost (bench/hook.py); frozen objects
+        # are skipped by that final sweep.
         gc.freeze()
     except BaseException as exc:  # printing failed: block with the exit code instead
         sys.stderr.write(f"agentmail hook {platform.name} failed: {exc!r}; blocking\n")

@@ -354,7 +354,7 @@ def install(
     handler = platform.handler(command, timeout_s or platform.default_timeout_s)
     after, warnings = merge(before, platform, handler)
     if existing is not None and after == existing:
-        return Result(settings_path, False, "", tuple(warnings))
+        return Result(settings_path, changed=False, diff="", warnings=tuple(warnings))
     old_text = render(existing) if existing is not None else None
     return write_changes(settings_path, old_text, render(after), warnings)
 
@@ -371,7 +371,7 @@ def write_changes(path: Path, old: str | None, new: str, warnings: list[str]) ->
         )
     )
     write_atomically(path, new)
-    return Result(path, True, diff, tuple(warnings))
+    return Result(path, changed=True, diff=diff, warnings=tuple(warnings))
 
 
 def settings_path_for(platform: Platform, project: str | None) -> Path:
@@ -414,7 +414,7 @@ def install_pi(path: Path, text: str) -> Result:
     """Write the extension file; unchanged when it already has this content."""
     old = read_text(path)
     if old == text:
-        return Result(path, False, "")
+        return Result(path, changed=False, diff="")
     return write_changes(path, old, text, [])
 
 

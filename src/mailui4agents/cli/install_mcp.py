@@ -285,11 +285,11 @@ def install_server(
         entry = json_entry(platform, command, ask_timeout_s)
         merged, warnings = merge_json(platform, existing or {}, entry, ask_timeout_s)
         if existing is not None and merged == existing:
-            return install.Result(path, False, "", tuple(warnings))
+            return install.Result(path, changed=False, diff="", warnings=tuple(warnings))
         old = install.render(existing) if existing is not None else None
         new = install.render(merged)
     if old is not None and new == old:
-        return install.Result(path, False, "", tuple(warnings))
+        return install.Result(path, changed=False, diff="", warnings=tuple(warnings))
     return install.write_changes(path, current, new, warnings)
 
 
@@ -310,7 +310,7 @@ def approve_claude_project_server(project: str) -> install.Result:
     if not isinstance(enabled, list):
         raise install.SettingsError('"enabledMcpjsonServers" is not a JSON list')
     if SERVER_KEY in enabled and existing is not None:
-        return install.Result(path, False, "", ())
+        return install.Result(path, changed=False, diff="")
     enabled.append(SERVER_KEY)
     old = install.render(existing) if existing is not None else None
     return install.write_changes(path, old, install.render(merged), [])

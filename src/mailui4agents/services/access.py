@@ -80,8 +80,9 @@ def sessions_of(name: str, session_id: str | None = None) -> Select[Any]:
 
 
 # Aliases of the tables, never the outer query's own, made once: a new alias
-# (ORM or Core) builds a proxy of every column with its foreign keys, and the
-# read rule over fresh ones took ~2.5 ms to build on each request.
+# (ORM or Core) builds a proxy of every column with its foreign keys, and
+# building the read rule over fresh ones on each request was a visible part of
+# a request's cost (bench/server.py measures it).
 _SENT = MailRow.__table__.alias()
 _GOT = RecipientRow.__table__.alias()
 _DECIDES = SessionDeciderRow.__table__.alias()
@@ -379,7 +380,7 @@ class Reader:
         """`readable_ids`' rule as a test of one row's session (correlated EXISTS,
         one index seek each): for a query that visits few rows, such as a search
         newest first that stops at its limit. The set of a busy user's sessions
-        costs a scan of all their mail (20 ms at 1,000,000 mails, bench/scale.py)."""
+        costs a scan of all their mail, which grows with it (bench/scale.py)."""
         workspace = self.scope.workspace if self.scope is not None else None
         return _read_test(self.shape, self.name, workspace, session_id)
 

@@ -103,7 +103,7 @@ async def interactive_session(
         row,
         sender=agent.name,
         sender_human=False,
-        recipients=[Recipient(owner, True)],
+        recipients=[Recipient(owner, is_human=True)],
         subject=f"Interactive session: {label}",
         body=(
             f"{agent.name} is working interactively in {cwd or '(no workspace)'}.\n"

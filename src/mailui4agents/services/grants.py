@@ -44,7 +44,7 @@ def grant_out(g: GrantRow, *, decider: bool = True) -> GrantOut:
 
 
 async def list_grants(
-    s: AsyncSession, human: Principal, session_id: str | None, include_revoked: bool
+    s: AsyncSession, human: Principal, session_id: str | None, *, include_revoked: bool
 ) -> list[GrantOut]:
     # One query, not one participant lookup per grant.
     stmt = select(GrantRow).where(GrantRow.session_id.in_(access.Reader(human).readable_ids()))

@@ -188,7 +188,9 @@ async def decide(
         await s.refresh(row)
         raise permissions.already_decided(row)
     permissions.settled(row, **settled)
-    await permissions.announce(s, session, row, human.name, True, deciders)
+    await permissions.announce(
+        s, session, row, sender=human.name, sender_human=True, deciders=deciders
+    )
     if pushed:
         await push.queue_settled(s, row)
     return permissions.permission_out(row, session)

@@ -218,7 +218,7 @@ async def create_request(
         session,
         sender=agent.name,
         sender_human=False,
-        recipients=[Recipient(h, True) for h in humans],
+        recipients=[Recipient(h, is_human=True) for h in humans],
         subject=subject,
         body=body,
         type_=MailType.PERMISSION_REQUEST,

@@ -149,6 +149,7 @@ async def announce(
     s: AsyncSession,
     session: SessionRow,
     row: PermissionRow,
+    *,
     sender: str,
     sender_human: bool,
     deciders: list[str] | None = None,
@@ -171,7 +172,7 @@ async def announce(
         session,
         sender=sender,
         sender_human=sender_human,
-        recipients=[Recipient(row.agent_name, False)],
+        recipients=[Recipient(row.agent_name, is_human=False)],
         subject=f"{word}: {what}",
         body=body,
         type_=MailType.PERMISSION_DECISION,
@@ -203,7 +204,7 @@ async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: st
             continue  # decided meanwhile (another replica or a human)
         settled(row, **values)
         session = await get_session(s, row.session_id)
-        await announce(s, session, row, "system", False)
+        await announce(s, session, row, sender="system", sender_human=False)
         await push.queue_settled(s, row)
         closed += 1
     return closed

@@ -105,7 +105,7 @@ def parse_cursor(value: str | None) -> int | None:
 
 
 @cache
-def page_columns(preview: bool) -> tuple[Any, ...]:
+def page_columns(*, preview: bool) -> tuple[Any, ...]:
     """PAGE_MAIL_COLUMNS of MailRow joined to SessionRow (a page's SELECT list),
     built once: search adds to it on each request (its statement varies)."""
     body: Any = MailRow.body
@@ -173,7 +173,7 @@ def _inbox_stmt(
     # mail of the reader for each page (EXPLAIN QUERY PLAN in bench/scale.py).
     order = RecipientRow.mail_seq
     stmt = (
-        select(*page_columns(preview))
+        select(*page_columns(preview=preview))
         .select_from(RecipientRow)
         .join(MailRow, MailRow.seq == RecipientRow.mail_seq)
         .join(SessionRow, SessionRow.id == MailRow.session_id)
@@ -198,7 +198,7 @@ def _inbox_stmt(
 @cache
 def _thread_stmt(after: bool) -> Select[Any]:
     stmt = (
-        select(*page_columns(False))
+        select(*page_columns(preview=False))
         .join(SessionRow, SessionRow.id == MailRow.session_id)
         .where(MailRow.session_id == bindparam("session_id"))
     )
@@ -212,7 +212,7 @@ def _read_stmt(shape: access.ReadShape, preview: bool) -> Select[Any]:
     """One mail if the reader may read it (access.may_read_mail_sql: the read
     rule with the reader's values as parameters, so built once per shape)."""
     return (
-        select(*page_columns(preview))
+        select(*page_columns(preview=preview))
         .join(SessionRow, SessionRow.id == MailRow.session_id)
         .where(
             MailRow.id == bindparam("mail_id"),

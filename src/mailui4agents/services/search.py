@@ -186,7 +186,7 @@ async def search(
     after = reading.parse_cursor(cursor)
     if after is not None:
         conditions.append(MailRow.seq < after)
-    columns = list(reading.page_columns(False))
+    columns = list(reading.page_columns(preview=False))
     fts_snippet: Any = None
     order: Any = MailRow.seq.desc()
     mails: Any = MailRow.__table__
@@ -195,8 +195,8 @@ async def search(
             # mail_fts drives the query, newest first (FTS5 hands out rowids in
             # descending order itself): the LIMIT stops the scan, and snippet()
             # runs for the returned rows only. Joined to a subquery instead, every
-            # match got a snippet and all of them were sorted (a TEMP B-TREE; 260 ms
-            # for a common term in 100,000 mails, bench/scale.py).
+            # match got a snippet and all of them were sorted (a TEMP B-TREE, slow
+            # for a common term in a large mailbox: bench/scale.py).
             rowid = literal_column("mail_fts.rowid", Integer)
             fts_snippet = literal_column(
                 f"snippet(mail_fts, 1, '{MARK}', '{MARK}', '…', {SNIPPET_TOKENS})", Text

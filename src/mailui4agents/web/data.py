@@ -245,14 +245,17 @@ async def accept_alias(gw: Gateway, who: Principal, session_id: str) -> SessionO
 async def session_grants(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
     """The session's standing grants (the thread page shows them to its deciders)."""
     async with gw.read() as s:
-        return [to_json(g) for g in await grant_service.list_grants(s, who, session_id, False)]
+        return [
+            to_json(g)
+            for g in await grant_service.list_grants(s, who, session_id, include_revoked=False)
+        ]
 
 
 async def revoke_session_grant(gw: Gateway, who: Principal, session_id: str, grant_id: str) -> None:
     """Revoke a grant from its session's page: a grant of another session is
     NotFound here (whoever may revoke it there); the service checks the power."""
     async with gw.write() as s:
-        standing = await grant_service.list_grants(s, who, session_id, False)
+        standing = await grant_service.list_grants(s, who, session_id, include_revoked=False)
         if grant_id not in {g.id for g in standing}:
             raise ServiceError(404, "not_found", f"grant '{grant_id}' not found", field="grant_id")
         await grant_service.revoke_grant(s, who, grant_id)
@@ -279,7 +282,9 @@ async def agents_status(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
 
 async def grants(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
     async with gw.read() as s:
-        return [to_json(g) for g in await grant_service.list_grants(s, who, None, False)]
+        return [
+            to_json(g) for g in await grant_service.list_grants(s, who, None, include_revoked=False)
+        ]
 
 
 async def revoke_grant(gw: Gateway, who: Principal, grant_id: str) -> None:

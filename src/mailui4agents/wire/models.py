@@ -30,8 +30,8 @@ Timestamp = Annotated[datetime, PlainSerializer(rfc3339, return_type=str, when_u
 
 class Lenient(BaseModel):
     # defer_build: a model's validator is built on its first use, not at import.
-    # A hook or CLI process uses a handful of these ~40 models; building them all
-    # cost ~150 ms of every such process's start (bench/approval.py).
+    # A hook or CLI process uses a handful of these models; building them all
+    # made every such process start much slower (bench/approval.py).
     model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
