@@ -1,13 +1,13 @@
 """A notification's actions and receipts (docs/remote.md, "Approving from a
-notification"). No login: the action token the push carried is the credential
-(services/push_actions.py holds the rules). A bad token is 401 and counts as a
+notification"), and a subscription the browser replaced. No login: the action
+token the push carried is the credential (services/push_actions.py holds the
+rules); for a renewal, the old subscription's endpoint and auth secret. A bad token is 401 and counts as a
 failed login of the client address (its budget of failures shared with logins
 and pairing codes, docs/limits.md): guessing 256-bit tokens is hopeless anyway,
 but nothing unauthenticated goes unlimited."""
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from fastapi import APIRouter, Request
@@ -16,10 +16,11 @@ from pydantic import Field
 from mailui4agents.api.deps import GatewayDep
 from mailui4agents.api.push import SubscriptionKeys
 from mailui4agents.api.validation import StrictBody
-from mailui4agents.domain.errors import RateLimited, invalid_value, not_found
+from mailui4agents.domain.errors import invalid_value, not_found
 from mailui4agents.errors import ApiError
 from mailui4agents.services import push, push_actions, push_subscriptions, size_limits
 from mailui4agents.services.push_endpoints import MAX_ENDPOINT, EndpointRefused, check_endpoint
+from mailui4agents.services.rate_limits import AddressGuess
 from mailui4agents.state import Gateway
 from mailui4agents.wire.deliveries import ReceiptOut
 from mailui4agents.wire.models import PermissionOut
@@ -57,25 +58,8 @@ def _address(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
 
 
-class _Guess:
-    """One use of a token. Only a bad token counts, as a failed login of the
-    client address (services/rate_limits.LoginGuard); a good one costs nothing, so
-    receipts and taps never use up the address's login attempts (behind a proxy
-    without --forwarded-allow-ips, everyone shares one address)."""
-
-    def __init__(self, gw: Gateway, request: Request) -> None:
-        self.failures, self.address = gw.logins.address_failures, _address(request)
-        wait = self.failures.retry_after(self.address)
-        if wait is not None:
-            retry = max(1, math.ceil(wait))
-            raise RateLimited(
-                f"too many bad notification tokens or logins from this address; "
-                f"try again in {retry} s",
-                retry_after=retry,
-            )
-
-    def bad(self) -> None:
-        self.failures.hit(self.address)
+def _guess(gw: Gateway, request: Request) -> AddressGuess:
+    return AddressGuess(gw.logins, _address(request))
 
 
 @router.post("/actions", response_model=PermissionOut, response_model_exclude_unset=True)
@@ -85,7 +69,7 @@ async def push_action(body: ActionIn, request: Request, gw: GatewayDep) -> Permi
     device; 409 `already_decided` when someone was first; 400 `action` that does
     not fit the request."""
     size_limits.check_decision(gw.settings, body.note, None, None)
-    guess = _Guess(gw, request)
+    guess = _guess(gw, request)
     try:
         async with gw.write() as s:
             return await push_actions.act(s, body.token, body.action, body.note)
@@ -97,7 +81,7 @@ async def push_action(body: ActionIn, request: Request, gw: GatewayDep) -> Permi
 @router.post("/receipts", response_model=ReceiptOut)
 async def push_receipt(body: ReceiptIn, request: Request, gw: GatewayDep) -> ReceiptOut:
     """The notification was shown / opened on its device (recorded once per state)."""
-    guess = _Guess(gw, request)
+    guess = _guess(gw, request)
     try:
         async with gw.write() as s:
             recorded = await push_actions.receipt(s, body.token, body.state)
@@ -112,7 +96,7 @@ async def renew_subscription(body: RenewIn, request: Request, gw: GatewayDep) ->
     """The browser replaced its subscription: the device keeps being pushed, at the
     new endpoint. 404 (a failed login of the address) when the old endpoint and auth
     secret match no live device's subscription; 400 `endpoint` as for subscribing."""
-    guess = _Guess(gw, request)
+    guess = _guess(gw, request)
     try:
         await check_endpoint(body.endpoint, gw.settings.push_endpoint_allow)
     except EndpointRefused as exc:

@@ -16,7 +16,6 @@ from that address, so codes and passwords share one budget per address.
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 import unicodedata
@@ -38,10 +37,10 @@ from mailui4agents.db.tables import (
     UserTokenRow,
 )
 from mailui4agents.db.types import utcnow
-from mailui4agents.domain.errors import RateLimited, forbidden, invalid_value, not_found
+from mailui4agents.domain.errors import forbidden, invalid_value, not_found
 from mailui4agents.services.identity import USER_TOKEN_PREFIX, hash_token, new_secret
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.rate_limits import LoginGuard
+from mailui4agents.services.rate_limits import LoginGuard, refuse_over
 from mailui4agents.wire.devices import DeviceOut
 
 PAIRING_TTL_S = 300.0  # a code works for five minutes
@@ -327,17 +326,10 @@ async def seen(db: Database, token: str) -> None:
 def begin_guess(guard: LoginGuard, address: str) -> float:
     """Refuse (RateLimited) a code from an address over the login limits; else
     count it as a failure (until `guess_succeeded`) and return its stamp."""
-    waits = [
-        guard.address_failures.retry_after(address),
-        guard.address_attempts.retry_after(address),
-    ]
-    wait = max((w for w in waits if w is not None), default=None)
-    if wait is not None:
-        retry = max(1, math.ceil(wait))
-        raise RateLimited(
-            f"too many pairing or login attempts from this address; try again in {retry} s",
-            retry_after=retry,
-        )
+    refuse_over(
+        [(guard.address_failures, address), (guard.address_attempts, address)],
+        "pairing or login attempts from this address",
+    )
     guard.address_attempts.hit(address)
     return guard.address_failures.hit(address)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mailui4agents.domain.errors import RateLimited
@@ -72,6 +72,33 @@ class SlidingWindow:
             hits.remove(stamp)
 
 
+def refuse_over(checks: Iterable[tuple[SlidingWindow, str]], what: str) -> None:
+    """RateLimited ("too many {what}; try again in N s") when any window is full
+    for its key, with the longest wait; nothing otherwise."""
+    waits = [w for window, key in checks if (w := window.retry_after(key)) is not None]
+    if waits:
+        retry = max(1, math.ceil(max(waits)))
+        raise RateLimited(f"too many {what}; try again in {retry} s", retry_after=retry)
+
+
+class AddressGuess:
+    """One use of an unguessable token from a client address (a notification's
+    action token, a push subscription's renewal). Only a bad one counts, as a
+    failed login of the address; a good one costs nothing, so receipts and taps
+    never use up the address's login attempts (behind a proxy without
+    --forwarded-allow-ips, everyone shares one address)."""
+
+    def __init__(self, guard: LoginGuard, address: str) -> None:
+        self.failures, self.address = guard.address_failures, address
+        refuse_over(
+            [(self.failures, address)],
+            "bad notification tokens or logins from this address",
+        )
+
+    def bad(self) -> None:
+        self.failures.hit(self.address)
+
+
 @dataclass
 class LoginAttempt:
     """One login in progress: counted as a failure until it proves otherwise, so
@@ -111,19 +138,14 @@ class LoginGuard:
     def begin(self, username: str, address: str) -> LoginAttempt:
         """Refuse (RateLimited) a login over a limit; else count it and return it."""
         user_key = username[:200]
-        waits = [
-            self.user_failures.retry_after(user_key),
-            self.address_failures.retry_after(address),
-            self.address_attempts.retry_after(address),
-        ]
-        wait = max((w for w in waits if w is not None), default=None)
-        if wait is not None:
-            retry = max(1, math.ceil(wait))
-            raise RateLimited(
-                f"too many login attempts for this user or from this address; "
-                f"try again in {retry} s",
-                retry_after=retry,
-            )
+        refuse_over(
+            [
+                (self.user_failures, user_key),
+                (self.address_failures, address),
+                (self.address_attempts, address),
+            ],
+            "login attempts for this user or from this address",
+        )
         self.address_attempts.hit(address)
         return LoginAttempt(
             self,
