@@ -22,6 +22,7 @@ import email.message
 import email.policy
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -117,7 +118,7 @@ class Relay:
             and self.users.get(data.login.decode()) == data.password.decode()
         )
         self._note(f"AUTH: {'ok' if ok else 'bad'}")
-        return AuthResult(success=ok)
+        return AuthResult(success=ok, handled=False)  # False: aiosmtpd answers 535 itself
 
     # waiting -----------------------------------------------------------------------
 
@@ -159,13 +160,32 @@ def smtp_relay(users: dict[str, str] | None = None, host: str = "127.0.0.1") -> 
     ready = threading.Event()
     server: list[asyncio.AbstractServer] = []
 
+    protocols: list[SMTP] = []
+
     def factory() -> SMTP:
         kwargs: dict[str, Any] = {"hostname": "relay.test", "ident": "test relay"}
         if users is not None:
             kwargs.update(
                 authenticator=relay._authenticate, auth_required=True, auth_require_tls=False
             )
-        return SMTP(relay, **kwargs)
+        with warnings.catch_warnings():
+            # "Requiring AUTH while not requiring TLS": on loopback, on purpose.
+            warnings.simplefilter("ignore", UserWarning)
+            protocol = SMTP(relay, **kwargs)
+        protocols.append(protocol)
+        return protocol
+
+    async def close() -> None:
+        srv = server[0]
+        srv.close()
+        for p in protocols:
+            if p.transport is not None:
+                p.transport.close()
+        await srv.wait_closed()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def serve() -> None:
         asyncio.set_event_loop(loop)
@@ -174,8 +194,7 @@ def smtp_relay(users: dict[str, str] | None = None, host: str = "127.0.0.1") -> 
         relay.port = srv.sockets[0].getsockname()[1]
         ready.set()
         loop.run_forever()
-        srv.close()
-        loop.run_until_complete(srv.wait_closed())
+        loop.run_until_complete(close())
         loop.close()
 
     thread = threading.Thread(target=serve, daemon=True, name="smtp-relay")
