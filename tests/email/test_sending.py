@@ -226,3 +226,36 @@ async def test_the_login_uses_the_password_file(
         else:
             await sent_with(settings, guarded, expect="sent")
             assert guarded.commands[0] == "AUTH: ok" and len(guarded.messages) == 1
+
+
+@pytest.mark.parametrize(
+    "settings", [{"email_max_addresses": 30, "email_verify_per_hour": 30}], indirect=True
+)
+async def test_replicas_sending_together_send_each_message_once(
+    people: Api, relay: Relay, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    from mailui4agents.db.engine import Database
+
+    api = people
+    mine = sender_of(api)
+
+    async def idle() -> None:
+        return None
+
+    monkeypatch.setattr(mine, "send_pass", idle)  # queue all 20 before anyone sends
+    ids = [await add(api, f"ana{i}@example.org") for i in range(20)]
+    monkeypatch.undo()
+    other = Database(settings.resolved_database_url())  # the other replicas' engine
+    try:
+        replicas = [mine, EmailSender(settings, other, None), EmailSender(settings, other, None)]
+        async with anyio.create_task_group() as tg:
+            for replica in replicas:
+                tg.start_soon(replica.send_pass)
+        states = await mine.wait_final(ids, 20)
+    finally:
+        await other.dispose()
+    assert set(states.values()) == {"sent"}, states
+    got = [m.message["Message-ID"] for m in relay.messages]
+    assert len(got) == 20 and len(set(got)) == 20
