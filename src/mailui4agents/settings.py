@@ -249,6 +249,11 @@ class Settings(BaseModel):
         description="The From address of the gateway's e-mail, e.g. agentmail@example.org; "
         "needed with smtp_url. Its domain is the right side of every Message-ID.",
     )
+    public_url: str | None = Field(
+        default=None,
+        description="The gateway's address as people open it (https://agentmail.example.org): "
+        "the link in request e-mails. None: they name the Approvals page without a link.",
+    )
     email_max_addresses: int = Field(
         default=5, ge=1, description="Most e-mail addresses one person may have, verified or not."
     )
@@ -306,6 +311,15 @@ class Settings(BaseModel):
             from mailui4agents.domain.email_address import parse_relay
 
             parse_relay(value)  # ValueError says what is wrong
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError(
+                "public_url must be an http(s) URL, e.g. https://agentmail.example.org"
+            )
         return value
 
     @field_validator("mail_from")

@@ -51,6 +51,7 @@ NOT_LIMITS = {
     "smtp_password",
     "smtp_ca_file",
     "mail_from",
+    "public_url",  # where links in e-mail point
     "email_poll_s",  # the sender's pace
     "email_retry_base_s",
 }

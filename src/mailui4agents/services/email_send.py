@@ -41,7 +41,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import EmailOutboxRow, new_id
+from mailui4agents.db.tables import EmailOutboxRow, RequestDeliveryRow, UserRow, new_id
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.email_address import Relay, parse_relay
 from mailui4agents.services import outbox
@@ -49,7 +49,7 @@ from mailui4agents.settings import Settings
 
 log = logging.getLogger("mailui4agents.email")
 
-KINDS = frozenset({"verify"})
+KINDS = frozenset({"verify", "request"})
 MAX_ATTEMPTS = 6
 TIMEOUT_S = 30.0  # each SMTP step (connect, a command, DATA's answer)
 LEASE_S = 300.0  # > every step's timeout together: a live sender keeps its claim
@@ -101,10 +101,13 @@ async def enqueue(
     to: str,
     build: Callable[[str], tuple[str, str]],
     request_id: str | None = None,
+    person: str | None = None,
 ) -> EmailOutboxRow:
     """Queue one e-mail in the caller's transaction. `build(outbox_id)` makes it:
-    its Message-ID and its text (services/email_message.py). This process's
-    sender is woken once the transaction commits (never if it rolls back)."""
+    its Message-ID and its text (services/email_message.py). With `request_id`,
+    the request's delivery log gets a `queued` row (channel email, the address as
+    the device). This process's sender is woken once the transaction commits
+    (never if it rolls back)."""
     if kind not in KINDS:
         raise ValueError(f"unknown e-mail kind {kind!r}")
     outbox_id = new_id()
@@ -123,9 +126,26 @@ async def enqueue(
         next_at=utcnow(),
     )
     s.add(row)
+    if request_id is not None:
+        s.add(
+            RequestDeliveryRow(
+                request_id=request_id,
+                channel="email",
+                person=person,
+                device_name=to,
+                state="queued",
+            )
+        )
     await s.flush()
     outbox.wake_after_commit(s, "email")
     return row
+
+
+def configured_sender(s: AsyncSession) -> EmailSender | None:
+    """This process's e-mail sender on the session's database, if the gateway
+    sends e-mail (smtp_url set and the sender running), else None."""
+    sender = outbox.sender_for(s, "email")
+    return sender if isinstance(sender, EmailSender) else None
 
 
 # --- the sender -------------------------------------------------------------------------
@@ -137,6 +157,8 @@ class Claim:
     attempts: int
     to_addr: str
     message: str
+    request_id: str | None = None
+    user_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -215,7 +237,7 @@ class EmailSender(outbox.Sender):
             return []
         rows = await s.scalars(select(EmailOutboxRow).where(EmailOutboxRow.id.in_(ids)))
         return [
-            Claim(r.id, r.attempts, r.to_addr, r.message or "")
+            Claim(r.id, r.attempts, r.to_addr, r.message or "", r.request_id, r.user_id)
             for r in rows
             if r.message  # erased only when final: never for a claimed row
         ]
@@ -359,6 +381,8 @@ class EmailSender(outbox.Sender):
                     .values(**values)
                 )
                 if done.rowcount == 1:  # type: ignore[attr-defined]
+                    if claim.request_id is not None and outcome.state != "retry":
+                        await self._delivery(s, claim, outcome.state, detail)
                     break
             else:
                 self.counts["late"] += 1
@@ -366,6 +390,21 @@ class EmailSender(outbox.Sender):
         if outcome.state == "retry":
             self.wake()  # the loop re-reads when the retry falls due
         self._done()
+
+    async def _delivery(self, s: AsyncSession, claim: Claim, state: str, detail: str) -> None:
+        """The request's tracking: what became of its e-mail to this address."""
+        assert claim.request_id is not None
+        person = await s.scalar(select(UserRow.username).where(UserRow.id == claim.user_id))
+        s.add(
+            RequestDeliveryRow(
+                request_id=claim.request_id,
+                channel="email",
+                person=person,
+                device_name=claim.to_addr,
+                state=state,
+                detail=detail,
+            )
+        )
 
     def _done(self) -> None:
         self._progress.set()

@@ -141,14 +141,19 @@ def _registry(kind: str) -> weakref.WeakKeyDictionary[Engine, Sender]:
     return _SENDERS.setdefault(kind, weakref.WeakKeyDictionary())
 
 
+def sender_for(s: AsyncSession, kind: str) -> Sender | None:
+    """This process's `kind` sender on the database of `s` (None: there is none)."""
+    engine = getattr(s.bind, "sync_engine", None)
+    return _registry(kind).get(engine) if isinstance(engine, Engine) else None
+
+
 def wake_after_commit(s: AsyncSession, kind: str) -> None:
     """Wake this process's `kind` sender once `s` commits (never if it rolls
     back). No sender here: another replica's poll picks the rows up."""
     flag = f"{kind}_wake"
     if s.info.get(flag):
         return
-    engine = getattr(s.bind, "sync_engine", None)
-    sender = _registry(kind).get(engine) if isinstance(engine, Engine) else None
+    sender = sender_for(s, kind)
     if sender is None:
         return
     s.info[flag] = True

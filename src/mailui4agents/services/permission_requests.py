@@ -25,7 +25,15 @@ from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.domain.results import Duplicate, Opened
 from mailui4agents.events import log
-from mailui4agents.services import access, delivery, limits, notify_policy, permissions, push
+from mailui4agents.services import (
+    access,
+    delivery,
+    email_request,
+    limits,
+    notify_policy,
+    permissions,
+    push,
+)
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import JsonObject
@@ -225,6 +233,7 @@ async def create_request(
     if subscribed:
         people = await notify_policy.first_push(s, session.id, subscribed, now)
         await push.queue_request(s, row, session, people)
+    await email_request.queue_request(s, row, session, humans)  # docs/email.md
     return Opened(out)
 
 
