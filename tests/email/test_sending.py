@@ -259,3 +259,62 @@ async def test_replicas_sending_together_send_each_message_once(
     assert set(states.values()) == {"sent"}, states
     got = [m.message["Message-ID"] for m in relay.messages]
     assert len(got) == 20 and len(set(got)) == 20
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.e2e.remote_parts import make_certs
+
+    return make_certs(tmp_path_factory.mktemp("relay-certs"))
+
+
+def server_tls(certs: Any) -> Any:
+    import ssl
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(certs.cert, certs.key)
+    return ctx
+
+
+@pytest.mark.parametrize("implicit", [False, True], ids=["starttls", "smtps"])
+async def test_tls_to_the_relay_starttls_when_offered_or_implicit(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    db_backend: str,
+    template_db: Path,
+    certs: Any,
+    implicit: bool,
+) -> None:
+    with smtp_relay(tls=server_tls(certs), implicit_tls=implicit) as secure:
+        settings = make_settings(
+            request,
+            tmp_path,
+            db_backend,
+            smtp_url=secure.url,
+            smtp_ca_file=certs.ca,
+            mail_from=MAIL_FROM,
+        )
+        await sent_with(settings, secure, expect="sent")
+        [got] = secure.messages
+        assert got.tls
+
+
+async def test_a_relay_certificate_nobody_trusts_fails_and_delivers_nothing(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    db_backend: str,
+    template_db: Path,
+    certs: Any,
+) -> None:
+    with smtp_relay(tls=server_tls(certs)) as secure:
+        settings = make_settings(
+            request,
+            tmp_path,
+            db_backend,
+            smtp_url=secure.url,  # no smtp_ca_file: the system's CAs do not know ours
+            mail_from=MAIL_FROM,
+            email_retry_base_s=0.01,
+        )
+        mail = await sent_with(settings, secure, expect="failed")
+        assert "CERTIFICATE_VERIFY_FAILED" in mail["detail"], mail
+        assert secure.messages == []

@@ -20,6 +20,7 @@ import collections
 import email
 import email.message
 import email.policy
+import ssl
 import threading
 import time
 import warnings
@@ -41,6 +42,7 @@ class Received:
     data: bytes
     message: email.message.EmailMessage
     at: float
+    tls: bool  # the message came over TLS (STARTTLS or implicit)
 
 
 class Relay:
@@ -56,9 +58,11 @@ class Relay:
         self.host = "127.0.0.1"
         self.port = 0
 
+    scheme = "smtp"
+
     @property
     def url(self) -> str:
-        return f"smtp://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def url_with_user(self, user: str) -> str:
         return f"smtp://{user}@{self.host}:{self.port}"
@@ -95,10 +99,18 @@ class Relay:
             data = bytes(envelope.original_content or b"")
             msg = email.message_from_bytes(data, policy=email.policy.default)
             assert isinstance(msg, email.message.EmailMessage)
+            tls = server.transport is not None and bool(
+                server.transport.get_extra_info("ssl_object")
+            )
             with self._cond:
                 self.messages.append(
                     Received(
-                        str(envelope.mail_from), list(envelope.rcpt_tos), data, msg, time.time()
+                        str(envelope.mail_from),
+                        list(envelope.rcpt_tos),
+                        data,
+                        msg,
+                        time.time(),
+                        tls,
                     )
                 )
                 self._cond.notify_all()
@@ -152,10 +164,18 @@ class Relay:
 
 
 @contextmanager
-def smtp_relay(users: dict[str, str] | None = None, host: str = "127.0.0.1") -> Iterator[Relay]:
-    """A relay listening on `host` (port 0) until the block ends."""
+def smtp_relay(
+    users: dict[str, str] | None = None,
+    host: str = "127.0.0.1",
+    tls: ssl.SSLContext | None = None,
+    implicit_tls: bool = False,
+) -> Iterator[Relay]:
+    """A relay listening on `host` (port 0) until the block ends. With `tls` (a
+    server context): STARTTLS offered and required, or with `implicit_tls` TLS
+    from the first byte (smtps)."""
     relay = Relay(users)
     relay.host = host
+    relay.scheme = "smtps" if implicit_tls else "smtp"
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     server: list[asyncio.AbstractServer] = []
@@ -164,6 +184,8 @@ def smtp_relay(users: dict[str, str] | None = None, host: str = "127.0.0.1") -> 
 
     def factory() -> SMTP:
         kwargs: dict[str, Any] = {"hostname": "relay.test", "ident": "test relay"}
+        if tls is not None and not implicit_tls:
+            kwargs.update(tls_context=tls, require_starttls=True)
         if users is not None:
             kwargs.update(
                 authenticator=relay._authenticate, auth_required=True, auth_require_tls=False
@@ -189,7 +211,9 @@ def smtp_relay(users: dict[str, str] | None = None, host: str = "127.0.0.1") -> 
 
     def serve() -> None:
         asyncio.set_event_loop(loop)
-        srv = loop.run_until_complete(loop.create_server(factory, host, 0))
+        srv = loop.run_until_complete(
+            loop.create_server(factory, host, 0, ssl=tls if implicit_tls else None)
+        )
         server.append(srv)
         relay.port = srv.sockets[0].getsockname()[1]
         ready.set()
