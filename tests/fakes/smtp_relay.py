@@ -169,8 +169,9 @@ def smtp_relay(
     host: str = "127.0.0.1",
     tls: ssl.SSLContext | None = None,
     implicit_tls: bool = False,
+    port: int = 0,
 ) -> Iterator[Relay]:
-    """A relay listening on `host` (port 0) until the block ends. With `tls` (a
+    """A relay listening on `host` (`port`; 0: a free one) until the block ends. With `tls` (a
     server context): STARTTLS offered and required, or with `implicit_tls` TLS
     from the first byte (smtps)."""
     relay = Relay(users)
@@ -212,7 +213,9 @@ def smtp_relay(
     def serve() -> None:
         asyncio.set_event_loop(loop)
         srv = loop.run_until_complete(
-            loop.create_server(factory, host, 0, ssl=tls if implicit_tls else None)
+            loop.create_server(
+                factory, host, port, ssl=tls if implicit_tls else None, reuse_address=True
+            )
         )
         server.append(srv)
         relay.port = srv.sockets[0].getsockname()[1]
