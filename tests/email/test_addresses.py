@@ -262,3 +262,37 @@ async def test_a_gateway_without_smtp_refuses_to_add_an_address(tmp_path: Any) -
         assert r.status_code == 409 and error(r)["reason"] == "email_not_configured"
         stats = await c.get("/api/v1/email/stats", headers=api.auth("admin"))
         assert stats.status_code == 200 and stats.json()["configured"] is False
+
+
+@pytest.mark.parametrize("settings", [{"email_verify_per_hour": 2}], indirect=True)
+async def test_removing_and_adding_again_does_not_reset_the_hourly_limit(people: Api) -> None:
+    api = people
+    for _ in range(2):
+        made = await add(api, "ana", "ana@example.org")
+        assert made.status_code == 201, made.text
+        gone = await api.http.delete(f"{EMAILS}/{made.json()['id']}", headers=api.auth("ana"))
+        assert gone.status_code == 200
+    assert (await add(api, "ana", "ana@example.org")).status_code == 429
+
+
+async def test_e_mail_queued_to_a_removed_address_is_not_sent(
+    people: Api, relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = people
+    sender = gateway_of(api).email
+    assert sender is not None
+
+    async def idle() -> None:
+        return None
+
+    monkeypatch.setattr(sender, "send_pass", idle)  # it stays queued
+    made = (await add(api, "ana", "ana@example.org")).json()
+    [row] = await outbox_rows(api)
+    r = await api.http.delete(f"{EMAILS}/{made['id']}", headers=api.auth("ana"))
+    assert r.status_code == 200
+    monkeypatch.undo()
+    await sender.send_pass()
+    [after] = await outbox_rows(api)
+    assert after.id == row.id and after.state == "failed" and after.address_id is None
+    assert after.message is None and "removed" in (after.detail or "")
+    assert relay.messages == []

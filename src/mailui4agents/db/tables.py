@@ -580,8 +580,10 @@ class EmailOutboxRow(Base):
     __table_args__ = (Index("ix_email_outbox_state_next_at", "state", "next_at"),)
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    address_id: Mapped[str] = mapped_column(
-        ForeignKey("email_addresses.id", ondelete="CASCADE"), index=True
+    # NULL once the address is removed: the row stays, so that removing and
+    # adding an address again does not reset email_verify_per_hour.
+    address_id: Mapped[str | None] = mapped_column(
+        ForeignKey("email_addresses.id", ondelete="SET NULL"), nullable=True, index=True
     )
     request_id: Mapped[str | None] = mapped_column(
         ForeignKey("permissions.id", ondelete="CASCADE"), nullable=True, index=True

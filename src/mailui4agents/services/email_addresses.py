@@ -65,7 +65,8 @@ async def _last_mails(s: AsyncSession, ids: list[str]) -> dict[str, EmailOutboxR
     )
     last: dict[str, EmailOutboxRow] = {}
     for r in rows:
-        last.setdefault(r.address_id, r)
+        if r.address_id is not None:
+            last.setdefault(r.address_id, r)
     return last
 
 
@@ -167,11 +168,18 @@ async def add_address(
 
 
 async def remove_address(s: AsyncSession, who: Principal, address_id: str) -> None:
-    """Remove one of the caller's addresses (its queued e-mail goes with it).
-    Anyone else's, or an unknown id: 404."""
+    """Remove one of the caller's addresses: its queued e-mail is not sent (it
+    ends `failed`; one a sender holds already goes out). Its outbox rows stay,
+    without the address, so removing and adding again does not reset
+    email_verify_per_hour. Anyone else's, or an unknown id: 404."""
     row = await s.get(EmailAddressRow, address_id)
     if row is None or row.user_id != who.id:
         raise not_found("e-mail address", id=address_id)
+    await s.execute(
+        update(EmailOutboxRow)
+        .where(EmailOutboxRow.address_id == row.id, EmailOutboxRow.state == "queued")
+        .values(state="failed", detail=REMOVED, message=None, done_at=utcnow())
+    )
     await s.delete(row)
 
 
@@ -235,4 +243,5 @@ async def verify(s: AsyncSession, token: str) -> Pending:
     return found
 
 
+REMOVED = "not sent: the address was removed first"
 UNUSABLE = "This verification link is unknown, already used or expired. Add the address again."

@@ -22,9 +22,9 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _fk(table: str, column: str, target: str) -> sa.Constraint:
+def _fk(table: str, column: str, target: str, ondelete: str = "CASCADE") -> sa.Constraint:
     return sa.ForeignKeyConstraint(
-        [column], [f"{target}.id"], name=op.f(f"fk_{table}_{column}_{target}"), ondelete="CASCADE"
+        [column], [f"{target}.id"], name=op.f(f"fk_{table}_{column}_{target}"), ondelete=ondelete
     )
 
 
@@ -49,7 +49,7 @@ def upgrade() -> None:
         "email_outbox",
         sa.Column("id", sa.String(length=36), nullable=False),
         sa.Column("user_id", sa.String(length=36), nullable=False),
-        sa.Column("address_id", sa.String(length=36), nullable=False),
+        sa.Column("address_id", sa.String(length=36), nullable=True),
         sa.Column("request_id", sa.String(length=36), nullable=True),
         sa.Column("kind", sa.String(length=20), nullable=False),
         sa.Column("to_addr", sa.String(length=254), nullable=False),
@@ -64,7 +64,7 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.Column("done_at", UTCDateTime(), nullable=True),
         _fk("email_outbox", "user_id", "users"),
-        _fk("email_outbox", "address_id", "email_addresses"),
+        _fk("email_outbox", "address_id", "email_addresses", ondelete="SET NULL"),
         _fk("email_outbox", "request_id", "permissions"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_email_outbox")),
         sa.UniqueConstraint("message_id", name=op.f("uq_email_outbox_message_id")),
