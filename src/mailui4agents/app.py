@@ -23,6 +23,7 @@ from mailui4agents.api import (
     devices,
     discovery,
     docs_page,
+    emails,
     events,
     health,
     mail,
@@ -46,11 +47,11 @@ from mailui4agents.events import pg_listen
 from mailui4agents.events.hub import EventHub
 from mailui4agents.http.uploads import FRAMING_SLACK, UPLOAD_PATHS
 from mailui4agents.private_files import private_dir, private_file
-from mailui4agents.services import identity, push_keys, push_send, scheduler
+from mailui4agents.services import email_send, identity, push_keys, push_send, scheduler
 from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from mailui4agents.web import calendar_page, devices_page, notify_page, pwa
+from mailui4agents.web import calendar_page, devices_page, email_page, notify_page, pwa
 from mailui4agents.web import views as web_views
 
 SQLITE_PREFIX = "sqlite+aiosqlite:///"
@@ -88,6 +89,8 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     gw.attach_hub()
     key = await push_keys.load_or_create(db, settings.data_dir)  # docs/remote.md, "Push"
     gw.push = push_send.PushSender(settings, db, key)
+    if settings.smtp_url is not None:  # docs/email.md
+        gw.email = email_send.EmailSender(settings, db, email_send.load_password(settings))
     async with gw.write() as s:
         await event_log.take_event_lock(s)  # replicas starting together: one admin
         generated = await identity.ensure_admin(s, hasher, settings.admin_password)
@@ -121,6 +124,8 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
             tg.start_soon(gw.hub.run)
             if gw.push is not None:
                 tg.start_soon(gw.push.run, stop)
+            if gw.email is not None:
+                tg.start_soon(gw.email.run, stop)
             if not gw.db.is_sqlite:  # replicas wake each other (docs/postgres.md)
                 tg.start_soon(pg_listen.listen, gw.db.url, gw.hub, stop)
             try:
@@ -162,10 +167,13 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(push.router)  # docs/remote.md, "Push"
     app.include_router(notify.router)  # docs/remote.md, "Notification policy"
     app.include_router(push_actions.router)  # docs/remote.md, "Approving from a notification"
+    app.include_router(emails.router)  # docs/email.md
+    app.include_router(emails.stats_router)
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
     app.include_router(notify_page.router)
+    app.include_router(email_page.router)  # docs/email.md, "Addresses"
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
     document_errors(app)

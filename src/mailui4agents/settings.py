@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 class Settings(BaseModel):
@@ -222,6 +222,60 @@ class Settings(BaseModel):
         "each attempt, Retry-After honoured.",
     )
 
+    # E-mail (docs/email.md).
+    smtp_url: str | None = Field(
+        default=None,
+        description="The relay outgoing e-mail goes to: smtp://user@host:port (STARTTLS "
+        "when offered, required unless the host is loopback) or smtps://… (implicit "
+        "TLS); no password in it. None: the gateway sends no e-mail.",
+    )
+    smtp_password_file: Path | None = Field(
+        default=None,
+        description="A file whose first line is the SMTP password (`agentmail serve "
+        "--smtp-password-file`); else AGENTMAIL_SMTP_PASSWORD.",
+    )
+    smtp_password: SecretStr | None = Field(
+        default=None,
+        description="The SMTP password, from the environment only (never a flag: the "
+        "command line is visible to every local user).",
+    )
+    smtp_ca_file: Path | None = Field(
+        default=None,
+        description="PEM certificates to trust for the relay's TLS instead of the "
+        "system's (a relay with a private CA).",
+    )
+    mail_from: str | None = Field(
+        default=None,
+        description="The From address of the gateway's e-mail, e.g. agentmail@example.org; "
+        "needed with smtp_url. Its domain is the right side of every Message-ID.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The gateway's address as people open it (https://agentmail.example.org): "
+        "the link in request e-mails. None: they name the Approvals page without a link.",
+    )
+    email_max_addresses: int = Field(
+        default=5, ge=1, description="Most e-mail addresses one person may have, verified or not."
+    )
+    email_verify_per_hour: int = Field(
+        default=5, ge=1, description="Most verification e-mails one person may be sent per hour."
+    )
+    email_verify_ttl_s: float = Field(
+        default=86400.0, gt=0, description="Lifetime of a verification link (24 h)."
+    )
+    email_poll_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between the e-mail sender's passes when nothing wakes it "
+        "(retries falling due, e-mail queued by other replicas).",
+    )
+    email_retry_base_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="First wait before an e-mail is retried (a 4xx answer, no "
+        "connection); doubled each attempt.",
+    )
+
     @field_validator("push_endpoint_allow", mode="before")
     @classmethod
     def _split_prefixes(cls, value: object) -> object:
@@ -249,6 +303,44 @@ class Settings(BaseModel):
         if value is not None and not value.startswith(("mailto:", "https://")):
             raise ValueError("vapid_subject must be a mailto: or https:// URL")
         return value
+
+    @field_validator("smtp_url")
+    @classmethod
+    def _smtp_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            from mailui4agents.domain.email_address import parse_relay
+
+            parse_relay(value)  # ValueError says what is wrong
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError(
+                "public_url must be an http(s) URL, e.g. https://agentmail.example.org"
+            )
+        return value
+
+    @field_validator("mail_from")
+    @classmethod
+    def _mail_from(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from mailui4agents.domain.email_address import BadAddress, normalise_address
+
+        try:
+            return normalise_address(value)
+        except BadAddress as exc:
+            raise ValueError(f"mail_from: {exc}") from None
+
+    @model_validator(mode="after")
+    def _email_complete(self) -> Settings:
+        if self.smtp_url is not None and self.mail_from is None:
+            raise ValueError("smtp_url needs mail_from (agentmail serve --mail-from ADDRESS)")
+        if self.smtp_password_file is not None and self.smtp_password is not None:
+            raise ValueError("give the SMTP password by a file or by the environment, not both")
+        return self
 
     def vapid_subject_or_default(self) -> str:
         return self.vapid_subject or "mailto:agentmail@localhost"

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import anyio
 from argon2 import PasswordHasher
@@ -19,6 +20,9 @@ from mailui4agents.services.push_send import PushSender
 from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 
+if TYPE_CHECKING:  # aiosmtplib is imported only by a gateway that sends e-mail
+    from mailui4agents.services.email_send import EmailSender
+
 
 @dataclass
 class Gateway:
@@ -31,6 +35,8 @@ class Gateway:
     hash_slots: anyio.CapacityLimiter
     # Sends queued Web Push (services/push_send.py); the app's lifespan runs it.
     push: PushSender | None = field(default=None)
+    # Sends queued e-mail (services/email_send.py) when smtp_url is set.
+    email: EmailSender | None = field(default=None)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:

@@ -46,6 +46,14 @@ NOT_LIMITS = {
     "vapid_subject",
     "push_poll_s",  # the sender's pace
     "push_retry_base_s",
+    "smtp_url",  # where e-mail goes, and how (docs/email.md)
+    "smtp_password_file",
+    "smtp_password",
+    "smtp_ca_file",
+    "mail_from",
+    "public_url",  # where links in e-mail point
+    "email_poll_s",  # the sender's pace
+    "email_retry_base_s",
 }
 
 

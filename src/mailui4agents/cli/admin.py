@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from mailui4agents.cli import email as email_cli
 from mailui4agents.cli.common import echo_json, run
 from mailui4agents.client import AsyncClient
 from mailui4agents.wire.models import AgentCreated, UserCreated, to_json
@@ -13,7 +14,10 @@ from mailui4agents.wire.models import AgentCreated, UserCreated, to_json
 
 @click.group("user")
 def user() -> None:
-    """Manage people (admin only)."""
+    """Manage people (admin only); `user email`: your own e-mail addresses."""
+
+
+user.add_command(email_cli.email)  # agentmail user email …: your own addresses
 
 
 @user.command("add")

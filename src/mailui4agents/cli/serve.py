@@ -119,6 +119,25 @@ def _root_path(value: str) -> str:
     'default rule: https to public addresses only (docs/remote.md, "Push"). '
     "Environment: AGENTMAIL_PUSH_ENDPOINT_ALLOW, space-separated.",
 )
+@click.option(
+    "--smtp-url",
+    default=None,
+    metavar="URL",
+    help="Send e-mail through this relay: smtp://user@host:587 (STARTTLS) or "
+    "smtps://user@host:465; no password in it (docs/email.md).",
+)
+@click.option(
+    "--smtp-password-file",
+    default=None,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A file whose first line is the SMTP password (else AGENTMAIL_SMTP_PASSWORD).",
+)
+@click.option(
+    "--mail-from",
+    default=None,
+    metavar="ADDRESS",
+    help="The From address of the gateway's e-mail, e.g. agentmail@example.org.",
+)
 def serve(
     host: str,
     port: int,
@@ -130,6 +149,9 @@ def serve(
     tls_key: Path | None,
     root_path: str,
     push_endpoint_allow: tuple[str, ...],
+    smtp_url: str | None,
+    smtp_password_file: Path | None,
+    mail_from: str | None,
 ) -> None:
     """Run the gateway. Migrations are applied at start."""
     _check_tls(tls_cert, tls_key)
@@ -145,9 +167,19 @@ def serve(
             data_dir=data_dir,
             database_url=database_url,
             push_endpoint_allow=push_endpoint_allow or None,
+            smtp_url=smtp_url,
+            smtp_password_file=smtp_password_file,
+            mail_from=mail_from,
         )
     except ValueError as exc:  # pydantic's ValidationError: say which setting, not a traceback
         raise click.UsageError(str(exc)) from exc
+    if settings.smtp_url is not None:  # an unreadable password file stops the start here
+        from mailui4agents.services.email_send import EmailNotConfigured, load_password
+
+        try:
+            load_password(settings)
+        except EmailNotConfigured as exc:
+            raise click.UsageError(str(exc)) from exc
     app = create_app(settings, on_admin_password=_print_admin_password)
     config = uvicorn.Config(
         app,

@@ -551,3 +551,53 @@ class NotifyPolicyRow(Base):
     # /api/v1/me/presence); no push while it is in the future, if skip_when_visible.
     visible_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class EmailAddressRow(Base):
+    """A person's e-mail address (services/email_addresses.py). It counts once
+    `verified_at` is set, by the POST of the link mailed to it; the link's token
+    is kept only as its SHA-256 and cleared when used."""
+
+    __tablename__ = "email_addresses"
+    __table_args__ = (UniqueConstraint("user_id", "address"),)
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    address: Mapped[str] = mapped_column(String(254), index=True)  # lower-cased, IDNA domain
+    verified_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    token_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
+    token_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class EmailOutboxRow(Base):
+    """An e-mail to send (services/email_send.py): the whole RFC 5322 message,
+    written in the transaction that made it necessary, claimed like a push
+    (services/outbox.py). `handed`: DATA was sent to the relay and its answer is
+    not recorded yet; such a row is never sent again (docs/email.md, "Never twice").
+    `message` is erased once the row is final (it may hold a verification link)."""
+
+    __tablename__ = "email_outbox"
+    __table_args__ = (Index("ix_email_outbox_state_next_at", "state", "next_at"),)
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # NULL once the address is removed: the row stays, so that removing and
+    # adding an address again does not reset email_verify_per_hour.
+    address_id: Mapped[str | None] = mapped_column(
+        ForeignKey("email_addresses.id", ondelete="SET NULL"), nullable=True, index=True
+    )
+    request_id: Mapped[str | None] = mapped_column(
+        ForeignKey("permissions.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    kind: Mapped[str] = mapped_column(String(20))  # verify
+    to_addr: Mapped[str] = mapped_column(String(254))
+    message_id: Mapped[str] = mapped_column(String(300), unique=True)  # with its <>
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # queued | sending | handed | sent | failed | unknown
+    state: Mapped[str] = mapped_column(String(10), default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the relay's
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -29,6 +29,7 @@ from mailui4agents.events import log
 from mailui4agents.services import (
     access,
     delivery,
+    email_request,
     notify_policy,
     permissions,
     push,
@@ -231,6 +232,7 @@ async def create_request(
     if subscribed:
         people = await notify_policy.first_push(s, session.id, subscribed, now)
         await push.queue_request(s, row, session, people)
+    await email_request.queue_request(s, row, session, humans)  # docs/email.md
     return Opened(out)
 
 

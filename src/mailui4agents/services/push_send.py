@@ -12,7 +12,8 @@ Replicas share the outbox: a row is claimed by a conditional UPDATE
 (queued → sending, `claimed_until` a lease, `attempts` + 1); only the UPDATE that
 changed the row sends it, and the outcome is written only while `attempts`
 still has the value of that claim. A claim left by a crashed process is taken
-again once its lease is over.
+again once its lease is over. The claim, the loop and the waking are shared with
+the e-mail outbox (services/outbox.py).
 
 Outcomes (each counted in `PushSender.counts`, failures logged):
 - 2xx: sent; the request's delivery row says `sent`, the push service's status
@@ -28,12 +29,10 @@ Outcomes (each counted in `PushSender.counts`, failures logged):
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import json
 import logging
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,8 +40,7 @@ from typing import Any
 
 import anyio
 import httpx
-from sqlalchemy import and_, delete, event, func, or_, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
@@ -54,6 +52,7 @@ from mailui4agents.db.tables import (
     UserRow,
 )
 from mailui4agents.db.types import utcnow
+from mailui4agents.services import outbox
 from mailui4agents.services.push_endpoints import (
     EndpointRefused,
     allowed_by_prefix,
@@ -90,8 +89,6 @@ def _compact(payload: dict[str, Any]) -> bytes:
 
 
 # --- enqueue: inside the caller's transaction ------------------------------------------
-
-_SENDERS: weakref.WeakKeyDictionary[Engine, PushSender] = weakref.WeakKeyDictionary()
 
 
 async def enqueue(
@@ -136,20 +133,8 @@ async def enqueue(
             )
         )
     await s.flush()
-    _wake_after_commit(s)
+    outbox.wake_after_commit(s, "push")
     return row.id
-
-
-def _wake_after_commit(s: AsyncSession) -> None:
-    if s.info.get("push_wake"):
-        return
-    bind = s.bind
-    engine = getattr(bind, "sync_engine", None)
-    sender = _SENDERS.get(engine) if isinstance(engine, Engine) else None
-    if sender is None:
-        return  # no sender in this process: another replica's poll picks the row up
-    s.info["push_wake"] = True
-    event.listen(s.sync_session, "after_commit", lambda _session: sender.wake(), once=True)
 
 
 # --- the sender -------------------------------------------------------------------------
@@ -178,18 +163,20 @@ class Result:
     latency_ms: float | None
 
 
-class PushSender:
+class PushSender(outbox.Sender):
     """Sends this gateway's queued pushes; one per gateway process (app lifespan)."""
 
+    kind = "push"
+    log = log
+
     def __init__(self, settings: Settings, db: Database, key: VapidKey) -> None:
+        super().__init__()
         self.settings = settings
         self.db = db
         self.key = key
         self.subject = settings.vapid_subject_or_default()
         self.counts: collections.Counter[str] = collections.Counter()
         self.results: collections.OrderedDict[str, Result] = collections.OrderedDict()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake = anyio.Event()
         self._progress = anyio.Event()
         self._slots = anyio.CapacityLimiter(AT_ONCE)
         self._guarded: httpx.AsyncClient | None = None
@@ -197,28 +184,17 @@ class PushSender:
         self._posting: set[anyio.CancelScope] = set()
         self._allowed: httpx.AsyncClient | None = None
 
-    # waking ------------------------------------------------------------------------------
+    def poll_s(self) -> float:
+        return self.settings.push_poll_s
 
-    def wake(self) -> None:
-        """Run a pass now. Safe from any thread (a commit in a test's own loop)."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            self._wake.set()
-        else:
-            loop.call_soon_threadsafe(self._wake.set)
+    def on_pass_error(self) -> None:
+        self.counts["pass_errors"] += 1
 
     async def run(self, stop: anyio.Event) -> None:
         """Passes until `stop`: at once when woken, else when a retry falls due or
         every push_poll_s at the latest."""
-        self._loop = asyncio.get_running_loop()
         engine = self.db.writer.sync_engine
-        _SENDERS[engine] = self
+        self.attach(engine)
         timeout = httpx.Timeout(TIMEOUT_S)
         self._guarded = httpx.AsyncClient(
             transport=guarded_transport(), timeout=timeout, follow_redirects=False, trust_env=False
@@ -226,7 +202,7 @@ class PushSender:
         self._allowed = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False)
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._loop_until, stop)
+                tg.start_soon(self.loop_until, stop)
                 await stop.wait()
                 # The pass in progress finishes its database work (cancelling an
                 # aiosqlite call midway hangs the process on exit: services/
@@ -237,33 +213,12 @@ class PushSender:
                 for scope in list(self._posting):
                     scope.cancel()
         finally:
-            if _SENDERS.get(engine) is self:
-                del _SENDERS[engine]
+            self.detach(engine)
             with anyio.CancelScope(shield=True):
                 await self._guarded.aclose()
                 await self._allowed.aclose()
 
-    async def _loop_until(self, stop: anyio.Event) -> None:
-        while not stop.is_set():
-            self._wake = anyio.Event()  # before the pass: a wake during it is kept
-            wait = self.settings.push_poll_s
-            try:
-                due = await self.send_pass()
-                if due is not None:
-                    wait = min(wait, max(due, 0.0))
-            except Exception:  # a database hiccup must not end the sender
-                self.counts["pass_errors"] += 1
-                log.exception("push: a send pass failed; next pass in %.1f s", wait)
-            with anyio.move_on_after(wait):
-                await self._wake.wait()
-
     # one pass ----------------------------------------------------------------------------
-
-    def _claimable(self, now: datetime) -> Any:
-        return or_(
-            and_(PushOutboxRow.state == "queued", PushOutboxRow.next_at <= now),
-            and_(PushOutboxRow.state == "sending", PushOutboxRow.claimed_until < now),
-        )
 
     async def send_pass(self) -> float | None:
         """Claim and send what is due; seconds until the next queued row falls due
@@ -277,38 +232,12 @@ class PushSender:
             if len(claims) < BATCH:
                 break
         async with self.db.read() as s:
-            nxt = await s.scalar(
-                select(func.min(PushOutboxRow.next_at)).where(PushOutboxRow.state == "queued")
-            )
-        if nxt is None:
-            return None
-        return (nxt - utcnow()).total_seconds()
+            return await outbox.seconds_to_next(s, PushOutboxRow)
 
     async def _claim(self) -> list[Claim]:
-        now = utcnow()
-        lease = now + timedelta(seconds=LEASE_S)
         out: list[Claim] = []
         async with self.db.write() as s:
-            ids = (
-                await s.scalars(
-                    select(PushOutboxRow.id)
-                    .where(self._claimable(now))
-                    .order_by(PushOutboxRow.next_at)
-                    .limit(BATCH)
-                )
-            ).all()
-            for outbox_id in ids:
-                won = await s.execute(
-                    update(PushOutboxRow)
-                    .where(PushOutboxRow.id == outbox_id, self._claimable(now))
-                    .values(
-                        state="sending",
-                        claimed_until=lease,
-                        attempts=PushOutboxRow.attempts + 1,
-                    )
-                )
-                if won.rowcount != 1:  # type: ignore[attr-defined]
-                    continue  # another replica claimed it first
+            for outbox_id in await outbox.claim_due(s, PushOutboxRow, LEASE_S, BATCH):
                 found = (
                     await s.execute(
                         select(PushOutboxRow, PushSubscriptionRow, DeviceRow.name, UserRow.username)
@@ -429,12 +358,7 @@ class PushSender:
             await self._finish(claim, "failed", status, detail, answer.latency_us)
 
     def _mine(self, claim: Claim) -> Any:
-        """Still this claim's row: nobody re-claimed it since (attempts unchanged)."""
-        return and_(
-            PushOutboxRow.id == claim.outbox_id,
-            PushOutboxRow.state == "sending",
-            PushOutboxRow.attempts == claim.attempts,
-        )
+        return outbox.mine(PushOutboxRow, claim.outbox_id, claim.attempts)
 
     async def _finish(
         self,

@@ -21,7 +21,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.types import utcnow
-from mailui4agents.services import blobs, calendar_due, notify_due, permissions, push_send
+from mailui4agents.services import (
+    blobs,
+    calendar_due,
+    email_send,
+    notify_due,
+    permissions,
+    push_send,
+)
 from mailui4agents.state import Gateway
 
 log = logging.getLogger("mailui4agents.scheduler")
@@ -168,7 +175,8 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
             try:  # pushes sent or failed a day ago (their requests' deliveries stay)
                 async with gw.write() as s:
                     await push_send.sweep(s, clock())
+                    await email_send.sweep(s, clock())
             except Exception:  # the next sweep retries
-                log.exception("push outbox sweep failed")
+                log.exception("push or e-mail outbox sweep failed")
         with anyio.move_on_after(gw.settings.scheduler_interval_s):
             await stop.wait()

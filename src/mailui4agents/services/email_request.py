@@ -1,0 +1,87 @@
+"""A permission request or question e-mailed to its deciders (docs/email.md,
+"Request e-mails"): hooked in where the request is pushed
+(services/permission_requests.py), in the request's transaction, sent after
+commit by the e-mail sender (services/email_send.py).
+
+Who gets it: each decider whose notification policy has e-mail on
+(services/notify_policy.py, `email`), at each of their verified addresses. The
+push's hold-backs (quiet hours, a visible page, owners first) are not applied:
+an e-mail waits in the mailbox rather than waking anyone. Reminders and
+escalations are pushed only, for now.
+
+What it says: the subject `[alias-or-workspace] Approval: TOOL from AGENT`
+(`Question from AGENT`), the tool input masked as in the web UI
+(domain/masking.py, again although the stored input is masked already), plain
+text plus a sanitised HTML alternative, in the session's thread
+(services/email_message.py, `thread_root`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mailui4agents.db.tables import EmailAddressRow, PermissionRow, SessionRow, UserRow
+from mailui4agents.services import email_message, email_send, notify_policy
+
+
+async def queue_request(
+    s: AsyncSession, row: PermissionRow, session: SessionRow, deciders: Sequence[str]
+) -> int:
+    """Queue the request's e-mail to each verified address of the `deciders`
+    whose e-mail is on; how many were queued. Nothing is read when this gateway
+    sends no e-mail."""
+    sender = email_send.configured_sender(s)
+    if sender is None or not deciders:
+        return 0
+    policies = await notify_policy.policies(s, deciders)
+    names = [n for n in dict.fromkeys(deciders) if policies[n].email]
+    if not names:
+        return 0
+    found = (
+        await s.execute(
+            select(UserRow.id, UserRow.username, EmailAddressRow.id, EmailAddressRow.address)
+            .join(EmailAddressRow, EmailAddressRow.user_id == UserRow.id)
+            .where(UserRow.username.in_(names), EmailAddressRow.verified_at.is_not(None))
+            .order_by(UserRow.username, EmailAddressRow.created_at)
+        )
+    ).all()
+    if not found:
+        return 0
+    base = sender.settings.public_url
+    text = email_message.request_text(
+        kind=row.kind,
+        agent=row.agent_name,
+        tool_name=row.tool_name,
+        tool_input=row.tool_input,
+        summary=row.summary,
+        question=row.question,
+        options=row.options,
+        alias=session.alias,
+        workspace=session.workspace,
+        link=f"{base.rstrip('/')}/approvals#req-{row.id}" if base else None,
+    )
+    mail_from = sender.mail_from
+
+    def builder(to: str) -> Callable[[str], tuple[str, str]]:
+        def build(outbox_id: str) -> tuple[str, str]:
+            return email_message.request_mail(
+                outbox_id=outbox_id, mail_from=mail_from, to=to, session_id=session.id, text=text
+            )
+
+        return build
+
+    for user_id, username, address_id, address in found:
+        await email_send.enqueue(
+            s,
+            kind="request",
+            user_id=user_id,
+            address_id=address_id,
+            to=address,
+            request_id=row.id,
+            person=username,
+            build=builder(address),
+        )
+    return len(found)
