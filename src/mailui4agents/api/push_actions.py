@@ -1,10 +1,10 @@
 """A notification's actions and receipts (docs/remote.md, "Approving from a
 notification"), and a subscription the browser replaced. No login: the action
 token the push carried is the credential (services/push_actions.py holds the
-rules); for a renewal, the old subscription's endpoint and auth secret. A bad token is 401 and counts as a
-failed login of the client address (its budget of failures shared with logins
-and pairing codes, docs/limits.md): guessing 256-bit tokens is hopeless anyway,
-but nothing unauthenticated goes unlimited."""
+rules); for a renewal, the old subscription's endpoint and auth secret. A bad
+token is 401 and counts as a failed login of the client address (its budget of
+failures shared with logins and pairing codes, docs/limits.md): guessing 256-bit
+tokens is hopeless anyway, but nothing unauthenticated goes unlimited."""
 
 from __future__ import annotations
 

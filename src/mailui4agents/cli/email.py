@@ -9,8 +9,8 @@ import click
 from mailui4agents.cli.common import echo_json, fail, load_config, run
 from mailui4agents.client import AsyncClient
 from mailui4agents.client.email import Emails
+from mailui4agents.domain.times import rfc3339
 from mailui4agents.wire.email import EmailAddressOut
-from mailui4agents.wire.models import rfc3339
 
 
 def _when(value: object) -> str:
