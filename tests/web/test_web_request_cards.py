@@ -10,7 +10,7 @@ import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import update
@@ -19,6 +19,7 @@ from mailui4agents.db.tables import PermissionRow
 from mailui4agents.domain.mail_types import MailType
 from mailui4agents.services import scheduler
 from mailui4agents.web.render import TYPE_WORDS, request_state, tool_view, type_word
+from mailui4agents.web.shapes import RequestCard
 from tests.api.test_content_limits import statements
 from tests.conftest import ADMIN_PASSWORD, Api
 from tests.web.test_web_admin_sessions import Browser, browser
@@ -373,7 +374,7 @@ def test_request_state_words() -> None:
          "Answered by ana"),
     ]  # fmt: skip
     for values, word, line in cases:
-        state = request_state({**base, **values})
+        state = request_state(cast(RequestCard, {**base, **values}))
         assert (state["word"], state["line"]) == (word, line), values
 
 

@@ -23,11 +23,10 @@ elsewhere; the public ones have `security: []`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI
 
 from mailui4agents.wire.errors import ErrorBody
+from mailui4agents.wire.models import JsonObject
 
 DESCRIPTIONS = {
     400: "Bad input: the field is named in `error.field`",
@@ -102,7 +101,7 @@ def security_of(path: str) -> list[dict[str, list[str]]]:
     return [{"agentKey" if path.startswith("/api/v1/agent/") else "userToken": []}]
 
 
-def error_statuses(method: str, path: str, op: dict[str, Any]) -> set[int]:
+def error_statuses(method: str, path: str, op: JsonObject) -> set[int]:
     """The error statuses `method path` can answer (module docstring)."""
     params = op.get("parameters", [])
     has_body = "requestBody" in op or method in ("POST", "PATCH", "PUT")
@@ -125,9 +124,9 @@ def error_statuses(method: str, path: str, op: dict[str, Any]) -> set[int]:
     return codes
 
 
-def _error_schemas() -> dict[str, Any]:
+def _error_schemas() -> JsonObject:
     schema = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
-    found: dict[str, Any] = dict(schema.pop("$defs", {}))
+    found: JsonObject = dict(schema.pop("$defs", {}))
     found["ErrorBody"] = schema
     return found
 
@@ -137,7 +136,7 @@ def document_errors(app: FastAPI) -> None:
     original = app.openapi
     ref = {"$ref": "#/components/schemas/ErrorBody"}
 
-    def openapi() -> dict[str, Any]:
+    def openapi() -> JsonObject:
         if app.openapi_schema is None:
             schema = original()
             for path, item in schema.get("paths", {}).items():

@@ -11,7 +11,7 @@ import mimetypes
 import os
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NotRequired, TypedDict
 
 from mailui4agents.client.backoff import Backoff
 from mailui4agents.client.models import Event, InboxItem, MailOut, Page, SessionOut
@@ -32,6 +32,7 @@ from mailui4agents.wire.models import (
     Duplicate,
     GrantOut,
     HeartbeatOut,
+    JsonObject,
     KeyRotated,
     OwnerOut,
     ParticipantOut,
@@ -45,6 +46,13 @@ from mailui4agents.wire.models import (
 
 #: Where a decision came from, when not the API itself (api/permissions.py).
 CHANNEL_HEADER = "X-Agentmail-Channel"
+
+
+class OptionIn(TypedDict):
+    """A question's option as an agent offers it (answered as OptionOut)."""
+
+    label: str
+    description: NotRequired[str]
 
 
 class AsyncClient(Transport):
@@ -87,7 +95,7 @@ class AsyncClient(Transport):
         """Create an agent (admin only); its ``key`` is shown once. ``owners``
         (default: you) see and adopt its platform sessions and set it to work,
         as ``taskers`` do; ``workspaces``: its workspace roots (globs)."""
-        body: dict[str, Any] = {"name": name}
+        body: JsonObject = {"name": name}  # the API's AgentCreate
         if workspaces is not None:
             body["workspaces"] = workspaces
         if owners is not None:
@@ -112,7 +120,7 @@ class AsyncClient(Transport):
         max_mode_taskers: str | None = None,
     ) -> AgentOut:
         """Set agent ``name``'s workspace roots (replaced whole) and mode ceilings."""
-        body: dict[str, Any] = {}
+        body: JsonObject = {}  # the API's AgentPolicyPatch: only what changes
         if workspaces is not None:
             body["workspaces"] = workspaces
         ceilings = {
@@ -320,10 +328,10 @@ class AsyncClient(Transport):
         *,
         kind: str = "approval",
         tool_name: str | None = None,
-        tool_input: dict[str, Any] | None = None,
+        tool_input: JsonObject | None = None,
         summary: str | None = None,
         question: str | None = None,
-        options: list[dict[str, Any]] | None = None,
+        options: list[OptionIn] | None = None,
         multi_select: bool | None = None,
         timeout_s: int | None = None,
     ) -> PermissionOut | Duplicate:

@@ -10,10 +10,9 @@ services/push.py, which imports this module: kept apart, no import cycle).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import Table, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -116,7 +115,7 @@ async def get_policy(s: AsyncSession, who: Principal) -> Policy:
     return Policy() if row is None else _policy(row)
 
 
-def _upsert(s: AsyncSession, values: dict[str, Any], changed: Iterable[str]) -> Any:
+def _upsert(s: AsyncSession, values: Mapping[str, object], changed: Iterable[str]) -> Any:
     """INSERT the whole row, or on a row already there (made meanwhile by another
     request: PostgreSQL READ COMMITTED, or an earlier commit) UPDATE only the
     `changed` columns: two tabs changing different fields both stick, and
@@ -129,13 +128,13 @@ def _upsert(s: AsyncSession, values: dict[str, Any], changed: Iterable[str]) -> 
 
 
 async def set_policy(
-    s: AsyncSession, who: Principal, changes: dict[str, Any], now: datetime
+    s: AsyncSession, who: Principal, changes: Mapping[str, object], now: datetime
 ) -> Policy:
     """Apply a partial update (only the fields in `changes`) to `who`'s policy:
     Invalid naming the field when a value, or the result, is not allowed."""
     current = await get_policy(s, who)
-    new = rules.updated(current, changes)
-    values = {name: getattr(new, name) for name in SETTABLE}
+    new = rules.updated(current, dict(changes))
+    values: dict[str, object] = {name: getattr(new, name) for name in SETTABLE}
     values.update(user_id=who.id, visible_until=current.visible_until, updated_at=now)
     await s.execute(_upsert(s, values, [*changes, "updated_at"]))
     row = await s.get(NotifyPolicyRow, who.id, populate_existing=True)
@@ -143,9 +142,34 @@ async def set_policy(
     return _policy(row)
 
 
-def as_dict(p: Policy) -> dict[str, Any]:
+class PolicySettings(TypedDict):
+    """The fields a person sets (domain/notify_policy.SETTABLE; not the presence
+    beacon): what PUT /api/v1/me/notify-policy answers (NotifyPolicyOut)."""
+
+    push: bool
+    email: bool
+    push_content: str
+    skip_when_visible: bool
+    quiet_start: str | None
+    quiet_end: str | None
+    timezone: str
+    remind_after_min: int | None
+    escalate_after_min: int | None
+
+
+def as_dict(p: Policy) -> PolicySettings:
     """The fields a person sets (not the presence beacon)."""
-    return {k: v for k, v in asdict(p).items() if k in SETTABLE}
+    return PolicySettings(
+        push=p.push,
+        email=p.email,
+        push_content=p.push_content,
+        skip_when_visible=p.skip_when_visible,
+        quiet_start=p.quiet_start,
+        quiet_end=p.quiet_end,
+        timezone=p.timezone,
+        remind_after_min=p.remind_after_min,
+        escalate_after_min=p.escalate_after_min,
+    )
 
 
 # --- presence ------------------------------------------------------------------

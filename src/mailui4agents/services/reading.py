@@ -46,6 +46,9 @@ from mailui4agents.services.wire_shapes import (
 )
 from mailui4agents.wire.models import JsonObject
 
+# A page statement's bind parameters: names, ids and patterns, cursors and sizes.
+BindParams = dict[str, str | int]
+
 # Core statements on the tables (no ORM bulk path, built once): the read log's
 # rows, one INSERT … SELECT per read (_page_read_log); a page's read state, one UPDATE.
 _READ_LOG = insert(ReadLogRow.__table__)  # type: ignore[arg-type]
@@ -254,7 +257,7 @@ def _page_read_log(newest_first: bool) -> Any:
 
 
 async def _rows(
-    s: AsyncSession, stmt: Select[Any], params: dict[str, Any], limit: int
+    s: AsyncSession, stmt: Select[Any], params: BindParams, limit: int
 ) -> Sequence[Sequence[Any]]:
     """A page's statement, `limit` + 1 rows asked (is there more?), for `page_of`."""
     rows: Sequence[Sequence[Any]] = (await s.execute(stmt, {**params, "limit": limit + 1})).all()
@@ -330,7 +333,7 @@ async def inbox(
     """Mail addressed to `reader`, as JSON objects (the InboxItem shape). With
     `mark`, exactly the listed rows become read."""
     after = parse_cursor(cursor)
-    params: dict[str, Any] = {"reader": reader.name}
+    params: BindParams = {"reader": reader.name}
     if session_id is not None:
         params["session_id"] = session_id
     if q:
@@ -367,7 +370,7 @@ async def read_mail(
     """One mail (the MailOut shape), logged and marked read; NotFound, as if it
     did not exist, unless `reader` may read it (access.Reader.may_read_mail, the
     SQL form of can_read_mail, in the same statement)."""
-    params: dict[str, Any] = {"mail_id": mail_id, **reader.sql_params()}
+    params: BindParams = {"mail_id": mail_id, **reader.sql_params()}
     if body_limit:
         params["body_chars"] = body_limit + 1
     rows = await _rows(s, _read_stmt(reader.shape, bool(body_limit)), params, 1)
@@ -438,7 +441,7 @@ async def _session_mails(
     s: AsyncSession, reader: access.Reader, session_id: str, *, limit: int, cursor: str | None
 ) -> tuple[list[JsonObject], str | None]:
     after = parse_cursor(cursor)
-    params: dict[str, Any] = {"session_id": session_id}
+    params: BindParams = {"session_id": session_id}
     if after is not None:
         params["after"] = after
     rows = await _rows(s, _thread_stmt(after is not None), params, limit)

@@ -6,15 +6,15 @@ a use case is composed once, in services/ (logging in: services/logins.py,
 sending: services/sending.py, deciding: services/deciding.py), and both
 adapters call it. Nothing here imports the API (tests/architecture/test_adapters.py).
 
-The services answer wire models; the pages render their JSON form (`to_json`:
-the same keys and values a client of the API receives), made here. The reads no
-API route makes (a thread's request cards, the kinds of request mails) are
-services/request_cards.py.
+The services answer wire models. The pages get the models themselves
+(SessionOut, GrantOut, UserOut, AgentOut, AgentStatusOut), except where a
+template prints a time as the API sends it: mails and permission requests reach
+the pages as their JSON form (the same keys and values a client of the API
+receives), typed by web/shapes.py. The reads no API route makes (a thread's
+request cards, the kinds of request mails) are services/request_cards.py.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -42,14 +42,25 @@ from mailui4agents.services import (
 from mailui4agents.services import grants as grant_service
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
+from mailui4agents.web.shapes import (
+    ContactView,
+    MailJson,
+    RequestCard,
+    RequestJson,
+    mail_json,
+    request_json,
+)
 from mailui4agents.wire.models import (
+    AgentOut,
     AttachmentRef,
+    GrantOut,
     MailOut,
     PermissionOut,
     SessionOut,
     Suggestions,
-    to_json,
+    UserOut,
 )
+from mailui4agents.wire.online import AgentStatusOut
 
 # What the web layer raises for a caller's mistake (status, code, message, field),
 # and everything a page catches: services raise domain errors (domain/errors.py).
@@ -102,13 +113,13 @@ async def logout(gw: Gateway, who: Principal, token: str) -> None:
         await identity.revoke_current_token(s, who, token)
 
 
-async def session_list(gw: Gateway, who: Principal, status: str | None) -> list[dict[str, Any]]:
+async def session_list(gw: Gateway, who: Principal, status: str | None) -> list[SessionOut]:
     async with gw.read() as s:
         items, _ = await sessions.list_sessions(s, who, status, None, None, MAX_SESSIONS, None)
-    return [to_json(i) for i in items]
+    return items
 
 
-async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[dict[str, Any]]:
+async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[MailJson]:
     """Mail addressed to `who`, newest first, with body previews."""
     async with gw.write() as s:
         items, _ = await reading.inbox(
@@ -122,42 +133,39 @@ async def recent_mail(gw: Gateway, who: Principal, limit: int = 300) -> list[dic
             mark=False,
             body_limit=gw.settings.inbox_preview_chars,
         )
-    return items  # JSON objects already (services/wire_shapes.page_items)
+    return mail_json(items)  # JSON objects already (services/wire_shapes.page_items)
 
 
-async def pending(
-    gw: Gateway, who: Principal, session_id: str | None = None
-) -> list[dict[str, Any]]:
+async def pending(gw: Gateway, who: Principal, session_id: str | None = None) -> list[RequestJson]:
     """Pending requests this person may decide (deciders only: docs/access.md)."""
     async with gw.write() as s:
         items = await deciding.requests_for(s, who, "pending", session_id, MAX_PENDING)
-    return [to_json(i) for i in items]
+    return [request_json(i) for i in items]
 
 
-async def session(gw: Gateway, who: Principal, session_id: str) -> tuple[dict[str, Any], bool]:
+async def session(gw: Gateway, who: Principal, session_id: str) -> tuple[SessionOut, bool]:
     """SessionOut and whether `who` may decide in it (404 when not readable)."""
     async with gw.read() as s:
-        out, may_decide = await sessions.show_session_and_power(s, who, session_id)
-    return to_json(out), may_decide
+        return await sessions.show_session_and_power(s, who, session_id)
 
 
-async def thread(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
+async def thread(gw: Gateway, who: Principal, session_id: str) -> list[MailJson]:
     """Every mail of the session, oldest first; marks them read for `who`."""
     async with gw.write() as s:
         items, _ = await reading.session_thread(
             s, access.Reader(who), session_id, limit=MAX_THREAD, cursor=None
         )
         await reading.mark_read_request(s, who, session_id, None)
-    return items
+    return mail_json(items)
 
 
-def _request_mail_ids(mails: list[dict[str, Any]]) -> list[str]:
+def _request_mail_ids(mails: list[MailJson]) -> list[str]:
     return [str(m["id"]) for m in mails if m.get("type") == MailType.PERMISSION_REQUEST]
 
 
 async def thread_requests(
-    gw: Gateway, who: Principal, session: dict[str, Any], mails: list[dict[str, Any]]
-) -> dict[str, dict[str, Any]]:
+    gw: Gateway, who: Principal, session: SessionOut, mails: list[MailJson]
+) -> dict[str, RequestCard]:
     """The requests behind the thread's request mails, by mail id
     (services/request_cards.py). For the session's deciders each is a
     PermissionOut (JSON) with where it was asked and `decided_channel` /
@@ -167,17 +175,17 @@ async def thread_requests(
     if not ids:
         return {}
     async with gw.read() as s:
-        cards = await request_cards.thread_requests(s, who, session["id"], ids)
-    out: dict[str, dict[str, Any]] = {}
+        cards = await request_cards.thread_requests(s, who, session.id, ids)
+    out: dict[str, RequestCard] = {}
     for mail_id, card in cards.items():
         if card.request is None:
             out[mail_id] = {"kind": card.kind}
             continue
         out[mail_id] = {
-            **to_json(card.request),
-            "session_alias": session.get("alias"),
-            "workspace": session.get("workspace"),
-            "permission_mode": session.get("permission_mode"),
+            **request_json(card.request),
+            "session_alias": session.alias,
+            "workspace": session.workspace,
+            "permission_mode": session.permission_mode,
             "decided_channel": card.decided_channel,
             "decided_device": card.decided_device,
             "card": True,
@@ -185,7 +193,7 @@ async def thread_requests(
     return out
 
 
-async def request_kinds(gw: Gateway, mails: list[dict[str, Any]]) -> dict[str, str]:
+async def request_kinds(gw: Gateway, mails: list[MailJson]) -> dict[str, str]:
     """The kind (approval | question) of each request mail among `mails`, by
     mail id: a mail's type in words (web/render.type_word)."""
     ids = _request_mail_ids(mails)
@@ -203,9 +211,10 @@ async def send(gw: Gateway, who: Principal, draft: sending.Draft) -> MailOut:
     return result.outcome.mail
 
 
-async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> dict[str, Any]:
+async def read_one_mail(gw: Gateway, who: Principal, mail_id: str) -> MailJson:
     async with gw.write() as s:
-        return await reading.read_mail(s, access.Reader(who), mail_id, body_limit=None)
+        item = await reading.read_mail(s, access.Reader(who), mail_id, body_limit=None)
+    return mail_json([item])[0]
 
 
 async def decide(
@@ -242,13 +251,10 @@ async def accept_alias(gw: Gateway, who: Principal, session_id: str) -> SessionO
         return await sessions.accept_proposed_alias(s, who, session_id)
 
 
-async def session_grants(gw: Gateway, who: Principal, session_id: str) -> list[dict[str, Any]]:
+async def session_grants(gw: Gateway, who: Principal, session_id: str) -> list[GrantOut]:
     """The session's standing grants (the thread page shows them to its deciders)."""
     async with gw.read() as s:
-        return [
-            to_json(g)
-            for g in await grant_service.list_grants(s, who, session_id, include_revoked=False)
-        ]
+        return await grant_service.list_grants(s, who, session_id, include_revoked=False)
 
 
 async def revoke_session_grant(gw: Gateway, who: Principal, session_id: str, grant_id: str) -> None:
@@ -266,25 +272,31 @@ async def suggest(gw: Gateway, who: Principal, q: str) -> Suggestions:
         return await discovery.suggest(s, access.Reader(who), q)
 
 
-async def contacts(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
+async def contacts(gw: Gateway, who: Principal) -> list[ContactView]:
     """The reader's contacts, each with `online` (services/online.py)."""
     async with gw.read() as s:
         found = await discovery.contacts(s, access.Reader(who))
-    return [{**to_json(c), "online": online.contact_online(c, gw.hub.connected)} for c in found]
+    return [
+        ContactView(
+            name=c.name,
+            kind=c.kind,
+            last_address=c.last_address,
+            unread=c.unread,
+            online=online.contact_online(c, gw.hub.connected),
+        )
+        for c in found
+    ]
 
 
-async def agents_status(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
+async def agents_status(gw: Gateway, who: Principal) -> list[AgentStatusOut]:
     """Every agent, with details for admins and its owners (services/online.py)."""
     async with gw.read() as s:
-        found = await online.agents_status(s, who, gw.hub.connected)
-    return [a.model_dump(mode="json") for a in found]
+        return await online.agents_status(s, who, gw.hub.connected)
 
 
-async def grants(gw: Gateway, who: Principal) -> list[dict[str, Any]]:
+async def grants(gw: Gateway, who: Principal) -> list[GrantOut]:
     async with gw.read() as s:
-        return [
-            to_json(g) for g in await grant_service.list_grants(s, who, None, include_revoked=False)
-        ]
+        return await grant_service.list_grants(s, who, None, include_revoked=False)
 
 
 async def revoke_grant(gw: Gateway, who: Principal, grant_id: str) -> None:
@@ -292,14 +304,14 @@ async def revoke_grant(gw: Gateway, who: Principal, grant_id: str) -> None:
         await grant_service.revoke_grant(s, who, grant_id)
 
 
-async def users(gw: Gateway) -> list[dict[str, Any]]:
+async def users(gw: Gateway) -> list[UserOut]:
     async with gw.read() as s:
-        return [to_json(u) for u in await identity.list_users(s)]
+        return await identity.list_users(s)
 
 
-async def agents(gw: Gateway) -> list[dict[str, Any]]:
+async def agents(gw: Gateway) -> list[AgentOut]:
     async with gw.read() as s:
-        return [to_json(a) for a in await agent_accounts.list_agents(s, gw.hub.connected)]
+        return await agent_accounts.list_agents(s, gw.hub.connected)
 
 
 async def add_user(gw: Gateway, username: str, password: str, is_admin: bool) -> None:

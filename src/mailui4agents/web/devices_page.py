@@ -12,6 +12,8 @@ uses the code. Both count against the login limiter's per-address windows.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -20,7 +22,6 @@ from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
 
 from mailui4agents.domain.errors import DomainError, RateLimited
-from mailui4agents.domain.times import rfc3339
 from mailui4agents.services import devices
 from mailui4agents.state import Gateway
 from mailui4agents.web import auth, data
@@ -60,11 +61,21 @@ async def this_device(gw: Gateway, token: str) -> tuple[str | None, str | None]:
     return (found.id, found.subscription_id) if found else (None, None)
 
 
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    """A pairing as its page shows it once: the URL with the code, its QR code."""
+
+    url: str
+    qr: Markup
+    name: str
+    expires_at: datetime
+
+
 async def _render(
     request: Request,
     user: WebUser,
     *,
-    pairing: dict[str, Any] | None = None,
+    pairing: Pairing | None = None,
     error: str | None = None,
     status_code: int = 200,
 ) -> Response:
@@ -72,14 +83,13 @@ async def _render(
     async with gw.read() as s:
         items = await devices.list_devices(s, user.principal)
     here, subscription = await this_device(gw, user.token)
-    listed = [d.model_dump(mode="json") for d in items]
     return _page(
         request,
         "devices.html",
         user,
         status_code=status_code,
-        devices=listed,
-        this_device=next((d for d in listed if d["id"] == here), None),
+        devices=items,
+        this_device=next((d for d in items if d.id == here), None),
         subscription_id=subscription or "",
         pairing=pairing,
         error=error,
@@ -110,12 +120,9 @@ async def pair(request: Request) -> Response:
         err = data.as_service_error(refusal)
         return await _render(request, user, error=err.message, status_code=err.status)
     url = pairing_url(request, code)
-    pairing = {
-        "url": url,
-        "qr": qr_svg(url),
-        "name": devices.clean_name(_text(form, "name")),
-        "expires_at": rfc3339(expires),
-    }
+    pairing = Pairing(
+        url=url, qr=qr_svg(url), name=devices.clean_name(_text(form, "name")), expires_at=expires
+    )
     return await _render(request, user, pairing=pairing)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -22,49 +22,95 @@ from mailui4agents.web.views import _common, _done, _error, _guard, _page, _text
 router = APIRouter(include_in_schema=False)
 
 PATH = "/notifications"
-CHECKBOXES = ("push", "email", "skip_when_visible")
-TEXTS = ("push_content", "quiet_start", "quiet_end", "timezone")
-MINUTES = ("remind_after_min", "escalate_after_min")
 
 
-def _shown(p: notify_policy.Policy) -> dict[str, Any]:
+class PolicyForm(TypedDict):
+    """The form's values: the policy as text (empty: off), or as it was typed."""
+
+    push: bool
+    email: bool
+    skip_when_visible: bool
+    push_content: str
+    quiet_start: str
+    quiet_end: str
+    timezone: str
+    remind_after_min: str
+    escalate_after_min: str
+
+
+def _text_or_empty(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _shown(p: notify_policy.Policy) -> PolicyForm:
     """The policy as the form's values (text; empty: off)."""
-    out: dict[str, Any] = notify_policy.as_dict(p)
-    for name in ("quiet_start", "quiet_end", *MINUTES):
-        out[name] = "" if out[name] is None else str(out[name])
-    return out
+    return PolicyForm(
+        push=p.push,
+        email=p.email,
+        skip_when_visible=p.skip_when_visible,
+        push_content=p.push_content,
+        quiet_start=_text_or_empty(p.quiet_start),
+        quiet_end=_text_or_empty(p.quiet_end),
+        timezone=p.timezone,
+        remind_after_min=_text_or_empty(p.remind_after_min),
+        escalate_after_min=_text_or_empty(p.escalate_after_min),
+    )
 
 
-def _typed(form: Mapping[str, Any]) -> dict[str, Any]:
+def _typed(form: Mapping[str, Any]) -> PolicyForm:
     """What the form says, in the form it was typed (to show it again)."""
-    out: dict[str, Any] = {name: _text(form, name) == "on" for name in CHECKBOXES}
-    out.update({name: _text(form, name).strip() for name in (*TEXTS, *MINUTES)})
-    return out
+
+    def box(name: str) -> bool:
+        return _text(form, name) == "on"
+
+    def typed(name: str) -> str:
+        return _text(form, name).strip()
+
+    return PolicyForm(
+        push=box("push"),
+        email=box("email"),
+        skip_when_visible=box("skip_when_visible"),
+        push_content=typed("push_content"),
+        quiet_start=typed("quiet_start"),
+        quiet_end=typed("quiet_end"),
+        timezone=typed("timezone"),
+        remind_after_min=typed("remind_after_min"),
+        escalate_after_min=typed("escalate_after_min"),
+    )
 
 
-def _changes(typed: dict[str, Any]) -> dict[str, Any]:
+def _minutes(
+    typed: PolicyForm, name: Literal["remind_after_min", "escalate_after_min"]
+) -> int | None:
+    """A `*_after_min` field: empty is off; Invalid naming the field for a number that is none."""
+    text = typed[name]
+    if not text:
+        return None
+    if text.isascii() and text.isdigit() and len(text) <= 5:
+        return int(text)
+    raise invalid_value(name, f"{name} must be a whole number of minutes, or empty")
+
+
+def _changes(typed: PolicyForm) -> notify_policy.PolicySettings:
     """The whole policy from the form (an unticked box is absent: false; an empty
     time or number: off); Invalid naming the field for a number that is none."""
-    changes = {name: typed[name] for name in CHECKBOXES}
-    changes["push_content"] = typed["push_content"]
-    changes["timezone"] = typed["timezone"] or "UTC"
-    for name in ("quiet_start", "quiet_end"):
-        changes[name] = typed[name] or None
-    for name in MINUTES:
-        text = typed[name]
-        if not text:
-            changes[name] = None
-        elif text.isascii() and text.isdigit() and len(text) <= 5:
-            changes[name] = int(text)
-        else:
-            raise invalid_value(name, f"{name} must be a whole number of minutes, or empty")
-    return changes
+    return notify_policy.PolicySettings(
+        push=typed["push"],
+        email=typed["email"],
+        push_content=typed["push_content"],
+        skip_when_visible=typed["skip_when_visible"],
+        quiet_start=typed["quiet_start"] or None,
+        quiet_end=typed["quiet_end"] or None,
+        timezone=typed["timezone"] or "UTC",
+        remind_after_min=_minutes(typed, "remind_after_min"),
+        escalate_after_min=_minutes(typed, "escalate_after_min"),
+    )
 
 
 async def _render(
     request: Request,
     user: WebUser,
-    values: dict[str, Any],
+    values: PolicyForm,
     *,
     error: str | None = None,
     error_field: str | None = None,

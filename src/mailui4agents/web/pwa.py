@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cache
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -24,6 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from mailui4agents import __version__
 from mailui4agents.web.render import STATIC_DIR, TEMPLATE_DIR, _static_names, static_url
 from mailui4agents.web.views import _page
+from mailui4agents.wire.models import JsonObject
 
 router = APIRouter(include_in_schema=False)
 
@@ -64,9 +64,9 @@ def worker_source() -> str:
 
 
 @cache
-def manifest_body() -> dict[str, Any]:
+def manifest_body() -> JsonObject:
     """static/manifest.webmanifest with each icon's hashed URL."""
-    manifest: dict[str, Any] = json.loads((STATIC_DIR / "manifest.webmanifest").read_text())
+    manifest: JsonObject = json.loads((STATIC_DIR / "manifest.webmanifest").read_text())
     for icon in manifest["icons"]:
         icon["src"] = static_url(icon["src"])
     return manifest

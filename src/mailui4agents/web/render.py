@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import nh3
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -26,6 +26,9 @@ from mailui4agents.domain.grants import (
     new_grant,
 )
 from mailui4agents.domain.mail_types import MailType
+from mailui4agents.domain.times import rfc3339
+from mailui4agents.web.shapes import RequestCard
+from mailui4agents.wire.models import GrantOut
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -94,10 +97,12 @@ def time_left(expires_at: str | None) -> str:
     return f"{left // 3600} h {left % 3600 // 60} min left"
 
 
-def short_time(value: str | None) -> str:
+def short_time(value: str | datetime | None) -> str:
+    """A time as the pages show it, from the API's JSON (RFC 3339) or a model's."""
     if not value:
         return ""
-    return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M")
+    text = rfc3339(value) if isinstance(value, datetime) else value
+    return datetime.fromisoformat(text).strftime("%Y-%m-%d %H:%M")
 
 
 def pretty_json(value: Any) -> str:
@@ -143,7 +148,19 @@ def _diff_lines(edits: list[Any]) -> list[str]:
     return lines
 
 
-def tool_view(tool_input: Any) -> dict[str, Any]:
+class ToolView(TypedDict):
+    """How a tool input is shown on a request's card (tool_view)."""
+
+    kind: str
+    path: str | None
+    path_label: str
+    note: str | None
+    text: str
+    more: int
+    json: str | None
+
+
+def tool_view(tool_input: object) -> ToolView:
     """How a (masked) tool input is shown, most readable first: a shell command as
     a code line; an edit as the file's path and a diff; written content as the
     path and its first lines; a path (or URL) alone; else JSON, collapsed.
@@ -152,9 +169,17 @@ def tool_view(tool_input: Any) -> dict[str, Any]:
     `path`, `note` (a command's description, a search pattern) and `more` (lines
     left out of the preview) are shown with it; `json`, the whole input, is
     offered collapsed whenever the view leaves something out."""
-    view: dict[str, Any] = {"kind": "json", "path": None, "note": None, "text": "", "more": 0}
+    view: ToolView = {
+        "kind": "json",
+        "path": None,
+        "path_label": "",
+        "note": None,
+        "text": "",
+        "more": 0,
+        "json": None,
+    }
     if not isinstance(tool_input, dict):
-        return {**view, "text": pretty_json(tool_input), "json": None}
+        return {**view, "text": pretty_json(tool_input)}
     path_key = next((k for k in _PATH_KEYS if isinstance(tool_input.get(k), str)), None)
     path = tool_input[path_key] if path_key else None
     command, content = tool_input.get("command"), tool_input.get("content")
@@ -170,23 +195,23 @@ def tool_view(tool_input: Any) -> dict[str, Any]:
         None,
     )
     if isinstance(command, str):
-        view.update(kind="command", text=command)
+        view.update({"kind": "command", "text": command})
     elif isinstance(tool_input.get("old_string"), str) and isinstance(
         tool_input.get("new_string"), str
     ):
         text, more = _preview(_diff_lines([tool_input]))
-        view.update(kind="diff", text=text, more=more)
+        view.update({"kind": "diff", "text": text, "more": more})
     elif isinstance(edits, list) and _diff_lines(edits):
         text, more = _preview(_diff_lines(edits))
-        view.update(kind="diff", text=text, more=more)
+        view.update({"kind": "diff", "text": text, "more": more})
     elif isinstance(content, str):
         text, more = _preview(content.splitlines())
-        view.update(kind="content", text=text, more=more)
+        view.update({"kind": "content", "text": text, "more": more})
     elif path is not None:
-        view.update(kind="path")
+        view["kind"] = "path"
     else:
-        return {**view, "text": pretty_json(tool_input), "json": None}
-    view.update(path=path, path_label=_PATH_KEYS.get(path_key or "", ""), note=note)
+        return {**view, "text": pretty_json(tool_input)}
+    view.update({"path": path, "path_label": _PATH_KEYS.get(path_key or "", ""), "note": note})
     whole = view["more"] or any(k not in _SHOWN_KEYS for k in tool_input)
     view["json"] = pretty_json(tool_input) if whole else None
     return view
@@ -229,7 +254,7 @@ CHANNEL_WORDS = {
 }
 
 
-def decided_via(p: dict[str, Any]) -> str:
+def decided_via(p: RequestCard) -> str:
     via = p.get("decided_via") or {}
     channel = via.get("channel") or p.get("decided_channel")
     device = via.get("device") or p.get("decided_device")
@@ -238,21 +263,41 @@ def decided_via(p: dict[str, Any]) -> str:
     return CHANNEL_WORDS.get(str(channel), "")
 
 
-def request_state(p: dict[str, Any]) -> dict[str, Any]:
+class RequestState(TypedDict):
+    """A request's state on its card (request_state)."""
+
+    css: str
+    word: str
+    line: str
+    note: str | None
+    answers: list[str] | None
+
+
+def request_state(p: RequestCard) -> RequestState:
     """A request's state on its card: `word` (the card's heading: "Approved",
     "Denied", …; "" while pending), `line` ("Approved by ana from Ana's phone"),
     `note` and `answers` (shown after the line), `css` (a class)."""
     status = str(p.get("status") or "pending")
+    word, line = _word_and_line(p, status)
+    return {
+        "css": status,
+        "word": word,
+        "line": line,
+        "note": p.get("note"),
+        "answers": p.get("answers"),
+    }
+
+
+def _word_and_line(p: RequestCard, status: str) -> tuple[str, str]:
     by = str(p.get("decided_by") or "")
     question = p.get("kind") == "question"
-    state: dict[str, Any] = {"css": status, "note": p.get("note"), "answers": p.get("answers")}
     if status == "pending":
-        return {**state, "word": "", "line": "Waiting for a decision"}
+        return "", "Waiting for a decision"
     if status == "expired":
-        return {**state, "word": "Timed out", "line": "Timed out: nobody decided in time"}
+        return "Timed out", "Timed out: nobody decided in time"
     if status == "cancelled":
         who = f" by {by}" if by and by != "system" else ""
-        return {**state, "word": "Cancelled", "line": f"Cancelled{who}"}
+        return "Cancelled", f"Cancelled{who}"
     if status == "approved":
         word = "Answered" if question else "Approved"
     elif status == "denied":
@@ -260,10 +305,10 @@ def request_state(p: dict[str, Any]) -> dict[str, Any]:
     else:
         word = status.capitalize()
     if by.startswith("grant:"):
-        return {**state, "word": word, "line": f"{word} by a standing grant (“Always allow”)"}
+        return word, f"{word} by a standing grant (“Always allow”)"
     via = decided_via(p)
     line = f"{word} by {by}" if by else word
-    return {**state, "word": word, "line": f"{line} {via}" if via else line}
+    return word, f"{line} {via}" if via else line
 
 
 # Of a command or path in the "Always allow" button; the input is shown whole above it.
@@ -275,7 +320,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 
 
-def always_allow(p: dict[str, Any]) -> dict[str, str]:
+def always_allow(p: RequestCard) -> dict[str, str]:
     """The words of a request's "Always allow" button (docs/behaviour.md#grants):
     `exact`, what a grant without a pattern covers (the button's own text);
     `every`, with the pattern `*`; `prefix` and `literal`, with another pattern
@@ -302,13 +347,13 @@ def always_allow(p: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def grant_covers(g: dict[str, Any]) -> Markup:
+def grant_covers(g: GrantOut) -> Markup:
     """A grant's `covers` as HTML: the command or path in it as code (escaped)."""
-    pattern = g.get("pattern")
-    scope = g.get("scope") or (EVERY if pattern is None else PREFIX)
+    pattern = g.pattern
+    scope = g.scope or (EVERY if pattern is None else PREFIX)
     if scope == EXACT and pattern is None:  # the input, hidden from a non-decider
-        return Markup.escape(g.get("covers") or "")
-    before, code, after = covers_parts(GrantRule(g["tool_name"], pattern, scope))
+        return Markup.escape(g.covers or "")
+    before, code, after = covers_parts(GrantRule(g.tool_name, pattern, scope))
     html = Markup.escape(before)
     if code is not None:
         html += Markup("<code>") + Markup.escape(code) + Markup("</code>")

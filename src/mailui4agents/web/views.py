@@ -4,7 +4,7 @@ work without JavaScript; static/app.js adds live updates over the SSE stream."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -22,6 +22,7 @@ from mailui4agents.domain.modes import MODES
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
 from mailui4agents.web.render import environment, static_file
+from mailui4agents.web.shapes import MailJson, RequestJson
 from mailui4agents.wire.models import to_json
 
 router = APIRouter(include_in_schema=False)
@@ -219,7 +220,15 @@ async def logout(request: Request) -> Response:
 # --- pages --------------------------------------------------------------------
 
 
-async def _common(request: Request, user: WebUser) -> dict[str, Any]:
+class Common(TypedDict):
+    """What every page of a signed-in person shows: the pending requests."""
+
+    pending_all: list[RequestJson]
+    pending_count: int
+    last_event_id: int
+
+
+async def _common(request: Request, user: WebUser) -> Common:
     gw = gateway(request)
     pending = await data.pending(gw, user.principal)
     return {
@@ -237,13 +246,13 @@ async def mailbox(request: Request, archived: bool = False) -> Response:
     gw = gateway(request)
     common = await _common(request, user)
     sessions = await data.session_list(gw, user.principal, "archived" if archived else "active")
-    sessions.sort(key=lambda s: s["last_mail_at"] or s["created_at"] or "", reverse=True)
+    sessions.sort(key=lambda s: s.last_mail_at or s.created_at, reverse=True)
     mails = await data.recent_mail(gw, user.principal)
     kinds = await data.request_kinds(gw, mails)  # a question's mail says "question"
-    by_session: dict[str, list[dict[str, Any]]] = {}
+    by_session: dict[str, list[MailJson]] = {}
     for m in mails:
         by_session.setdefault(m["session_id"], []).append(m)
-    pending_by: dict[str, list[dict[str, Any]]] = {}
+    pending_by: dict[str, list[RequestJson]] = {}
     for p in common["pending_all"]:
         pending_by.setdefault(p["session_id"], []).append(p)
     return _page(
