@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.http import files
 from mailui4agents.http.uploads import OPENAPI
 from mailui4agents.wire.models import AttachmentRef
@@ -30,7 +29,7 @@ async def agent_upload(request: Request, who: Agent, gw: GatewayDep) -> Attachme
 
 
 # The bytes, as stored: their content type is the upload's (any type), never JSON.
-BINARY: dict[int | str, dict[str, Any]] = {
+BINARY: dict[int | str, JsonObject] = {
     200: {
         "description": "The attachment's bytes, with its stored Content-Type",
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},

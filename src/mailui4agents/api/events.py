@@ -3,11 +3,10 @@ The stream itself is http/event_stream.py (the web UI's /events uses it too)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human, bearer_token
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.http.event_stream import UNKNOWN, EventStream, open_stream
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
@@ -27,7 +26,7 @@ def _open(request: Request, gw: Gateway, who: Principal) -> EventStream:
 
 # What a stream carries, for the OpenAPI document: frames whose `data` is one of
 # the event models (docs/api.md, "Events (SSE)").
-STREAM: dict[int | str, dict[str, Any]] = {
+STREAM: dict[int | str, JsonObject] = {
     200: {
         "model": EventFrame,
         "description": "Server-sent events: `id`, `event` (EventType) and `data` (JSON) lines",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import Query
 from pydantic import Field
 
 from mailui4agents.api.validation import Id, StrictBody
+from mailui4agents.domain.json_types import JsonObject
 
 Mode = Literal["plan", "workspace", "full"]
 Limit = Annotated[int, Query(ge=1, le=500)]
@@ -127,7 +128,7 @@ class PermissionCreate(StrictBody):
     session_id: Id
     kind: Literal["approval", "question"] = "approval"
     tool_name: str | None = Field(default=None, max_length=200)
-    tool_input: dict[str, Any] | None = None
+    tool_input: JsonObject | None = None
     summary: str | None = None
     relay_key: str
     question: str | None = None

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.errors import ApiError
 
 # JSON has no UUID type: accept the string form (and only well-formed ones).
@@ -87,7 +88,7 @@ def error_from_validation(
     model = model or _body_model(request)
     accepted = accepted_fields(model)
 
-    def rank(e: dict[str, Any]) -> int:
+    def rank(e: JsonObject) -> int:
         order = {"extra_forbidden": 0, "json_invalid": 0, "missing": 2}
         return order.get(e.get("type", ""), 3 if e.get("type") not in _EXPECTED else 1)
 
@@ -96,7 +97,7 @@ def error_from_validation(
     kind, loc = e.get("type", ""), tuple(e.get("loc", ()))
     field = _field_name(loc)
     in_body = bool(loc) and loc[0] == "body"
-    extra: dict[str, Any] = {"accepted_fields": accepted} if in_body else {}
+    extra: JsonObject = {"accepted_fields": accepted} if in_body else {}
 
     # The body as a whole (not a field of it) is broken, not an object, or absent.
     # An absent body is not `missing_field "body"`: /mail has a field of that name.

@@ -251,7 +251,8 @@ def _show(request_id: str, as_json: bool) -> None:
     """``permissions --show ID``: the request's line, then one line per delivery."""
 
     async def fetch(client: AsyncClient) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        found = await client.deliveries(request_id)  # 404/403 unless a decider
+        # 404/403 unless a decider
+        found = [to_json(d) for d in await client.deliveries(request_id)]
         for request in await client.permissions(status=None, limit=500):
             if request.id == request_id:
                 return to_json(request), found

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from mailui4agents.client.client import AsyncClient
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.wire.calendar import CalendarEntryOut
 from mailui4agents.wire.models import Page
 
 
-def _without_none(**values: Any) -> dict[str, Any]:
+def _without_none(**values: Any) -> JsonObject:
     return {k: v for k, v in values.items() if v is not None}
 
 

@@ -23,6 +23,7 @@ from mailui4agents.client.transport import (
     seg,
     without_none,
 )
+from mailui4agents.wire.deliveries import DeliveryOut
 from mailui4agents.wire.models import (
     AgentCreated,
     AgentOut,
@@ -405,10 +406,10 @@ class AsyncClient(Transport):
         data = await self._call("POST", path, json=body, headers=headers)
         return PermissionOut.model_validate(data)
 
-    async def deliveries(self, request_id: str) -> list[dict[str, Any]]:
+    async def deliveries(self, request_id: str) -> list[DeliveryOut]:
         """Human (decider): what happened to a request on each channel and device."""
         path = f"/permissions/{seg(request_id)}/deliveries"
-        return [dict(item) for item in await self._call("GET", path)]
+        return [DeliveryOut.model_validate(item) for item in await self._call("GET", path)]
 
     async def deciders(
         self, session_id: str, *, add: str | None = None, remove: str | None = None

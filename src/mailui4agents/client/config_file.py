@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.domain.values import Value
 
 DEFAULT_URL = "http://127.0.0.1:8025"
@@ -23,7 +24,7 @@ def config_file_path(env: Mapping[str, str]) -> str:
     return os.path.join(base, "agentmail", "config.json")
 
 
-def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_config_file(path: str | os.PathLike[str]) -> JsonObject:
     """The stored settings, or ``{}`` when the file does not exist."""
     try:
         with open(path, encoding="utf-8") as handle:

@@ -3,10 +3,10 @@ rename and revoke your devices. People only: an agent key gets 403."""
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
 from mailui4agents.client.client import AsyncClient
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.wire.devices import DeviceOut, PairingOut
 
 
@@ -19,7 +19,7 @@ class Devices:
     async def pair(self, name: str, user: str | None = None) -> PairingOut:
         """A one-time pairing URL (five minutes) for a device of `user` (admins)
         or of yourself."""
-        body: dict[str, Any] = {"name": name}
+        body: JsonObject = {"name": name}
         if user is not None:
             body["user"] = user
         data = await self.client._call("POST", "/devices/pairings", json=body)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mailui4agents.domain.failures import classify_failure
+from mailui4agents.domain.json_types import JsonObject
 
 if TYPE_CHECKING:  # only for the annotation: the hook's stdlib transport needs no httpx
     import httpx
@@ -54,7 +55,7 @@ class ApiError(Exception):
         return classify_failure(self.status) == "permanent"
 
     @property
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> JsonObject:
         """The ``error`` object of the body, or ``{}`` when the body had none."""
         if isinstance(self.body, dict) and isinstance(self.body.get("error"), dict):
             return dict(self.body["error"])

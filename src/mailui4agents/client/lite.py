@@ -30,6 +30,7 @@ from mailui4agents.client.asking import TIMEOUT, Failed, Outcome, Pending
 from mailui4agents.client.backoff import Backoff
 from mailui4agents.client.errors import ApiError, GatewayUnreachable, not_an_event_stream
 from mailui4agents.client.sse import Cursor, SSEParser, stream_headers
+from mailui4agents.domain.json_types import JsonObject
 
 API = "/api/v1"
 # The same limits as the httpx client (client/transport.py, client/stream.py).
@@ -251,13 +252,13 @@ class Gateway:
 
     def call_object(
         self, method: str, path: str, payload: Any = None, *, until: float
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         data = self.call(method, path, payload, until=until)
         if not isinstance(data, dict):
             raise ApiError(None, "invalid_response", f"expected a JSON object, got {data!r:.200}")
         return data
 
-    def get_permission(self, request_id: str, *, until: float) -> dict[str, Any]:
+    def get_permission(self, request_id: str, *, until: float) -> JsonObject:
         return self.call_object("GET", f"/agent/permissions/{quote(request_id)}", until=until)
 
     def request_permission(
@@ -268,10 +269,10 @@ class Gateway:
         until: float,
         kind: str = "approval",
         tool_name: str | None = None,
-        tool_input: dict[str, Any] | None = None,
+        tool_input: JsonObject | None = None,
         summary: str | None = None,
         timeout_s: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """``POST /agent/permissions``, the body AsyncClient.request_permission sends."""
         values = {
             "session_id": session_id, "kind": kind, "relay_key": relay_key,

@@ -8,8 +8,7 @@ gateway side; these models never produce request bodies.
 
 from __future__ import annotations
 
-from typing import Any
-
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.wire import models as wire
 from mailui4agents.wire.events import EventType
 from mailui4agents.wire.models import (
@@ -65,7 +64,7 @@ class Event(_Lenient):
 
     id: int | None
     type: str
-    data: dict[str, Any]
+    data: JsonObject
 
     def new_mail(self) -> NewMailEvent:
         """The payload of a ``new_mail`` event as a typed model."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from typing import Any
 
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.domain.values import Value
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -127,7 +127,7 @@ class Cursor:
         self.resume = last_event_id
         self.newest = as_int(last_event_id)
 
-    def accept(self, sse: SSEEvent) -> tuple[int | None, str, dict[str, Any]] | None:
+    def accept(self, sse: SSEEvent) -> tuple[int | None, str, JsonObject] | None:
         """(id, type, decoded data) of an event to pass on, or None (a ping, a replay)."""
         if sse.event == "ping":
             return None
@@ -154,7 +154,7 @@ def stream_headers(resume: str | None) -> dict[str, str]:
     return headers
 
 
-def decode_data(data: str) -> dict[str, Any]:
+def decode_data(data: str) -> JsonObject:
     """An event's JSON data as an object (``{"raw": ...}`` when it is not JSON)."""
     try:
         value = json.loads(data)

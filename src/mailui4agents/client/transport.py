@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from mailui4agents.client.config import ClientConfig
 from mailui4agents.client.errors import ApiError, GatewayUnreachable
 from mailui4agents.client.models import Page
+from mailui4agents.domain.json_types import JsonObject
 
 M = TypeVar("M", bound=BaseModel)
 API = "/api/v1"
@@ -134,7 +135,7 @@ class Transport:
         return items
 
 
-def without_none(**values: Any) -> dict[str, Any]:
+def without_none(**values: Any) -> JsonObject:
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -153,7 +154,7 @@ def seg(value: str) -> str:
     return quote(value, safe="")
 
 
-def as_dict(data: Any) -> dict[str, Any]:
+def as_dict(data: Any) -> JsonObject:
     if not isinstance(data, dict):
         raise ApiError(None, "invalid_response", f"expected a JSON object, got {data!r:.200}")
     return data

@@ -19,6 +19,7 @@ import nh3
 
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.email_address import domain_of
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.domain.masking import mask_secrets, mask_text
 
 
@@ -99,7 +100,7 @@ def request_text(
     kind: str,
     agent: str,
     tool_name: str | None,
-    tool_input: dict[str, Any] | None,
+    tool_input: JsonObject | None,
     summary: str | None,
     question: str | None,
     options: list[dict[str, Any]] | None,

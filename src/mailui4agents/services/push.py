@@ -50,6 +50,7 @@ from mailui4agents.db.tables import (
 )
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.decided_via import via_text
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.domain.masking import mask_text
 from mailui4agents.services import notify_policy, push_send
 from mailui4agents.services.identity import hash_token
@@ -166,7 +167,7 @@ def actions_of(row: PermissionRow) -> list[dict[str, str]]:
 
 def request_payload(
     row: PermissionRow, session: SessionRow, policy: notify_policy.Policy, kind: str, token: str
-) -> dict[str, Any]:
+) -> JsonObject:
     """The push of an open request (kind: permission_request, reminder, escalation)."""
     prefix = _PREFIX.get(kind, "")
     if policy.push_content == "none":

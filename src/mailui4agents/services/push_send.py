@@ -52,6 +52,7 @@ from mailui4agents.db.tables import (
     UserRow,
 )
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.services import outbox
 from mailui4agents.services.push_endpoints import (
     EndpointRefused,
@@ -84,7 +85,7 @@ KEEP_DONE_S = 86400.0  # sent/failed outbox rows are swept after a day (services
 FINAL = ("sent", "failed")
 
 
-def _compact(payload: dict[str, Any]) -> bytes:
+def _compact(payload: JsonObject) -> bytes:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -97,7 +98,7 @@ async def enqueue(
     subscription_id: str,
     request_id: str | None,
     kind: str,
-    payload: dict[str, Any],
+    payload: JsonObject,
     person: str | None,
     device_id: str,
     device_name: str,
@@ -145,7 +146,7 @@ class Claim:
     outbox_id: str
     attempts: int
     kind: str
-    payload: dict[str, Any]
+    payload: JsonObject
     request_id: str | None
     subscription_id: str
     endpoint: str

@@ -9,7 +9,6 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 import http_ece
@@ -17,6 +16,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid02
 
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.services.push_keys import VapidKey, b64url, b64url_decode
 
 URGENT = frozenset({"permission_request", "reminder", "escalation", "test"})
@@ -57,7 +57,7 @@ def vapid_authorization(key: VapidKey, endpoint: str, subject: str) -> str:
     return header
 
 
-def topic_of(payload: dict[str, Any]) -> str | None:
+def topic_of(payload: JsonObject) -> str | None:
     """RFC 8030 Topic (≤ 32 base64url characters) from the payload's `tag`: a later
     push with the same tag replaces an undelivered earlier one at the push service."""
     tag = payload.get("tag")
@@ -67,7 +67,7 @@ def topic_of(payload: dict[str, Any]) -> str | None:
 
 
 def push_headers(
-    key: VapidKey, endpoint: str, subject: str, kind: str, payload: dict[str, Any]
+    key: VapidKey, endpoint: str, subject: str, kind: str, payload: JsonObject
 ) -> dict[str, str]:
     headers = {
         "Authorization": vapid_authorization(key, endpoint, subject),

@@ -16,13 +16,11 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from mailui4agents.domain.json_types import JsonObject as JsonObject
 from mailui4agents.domain.times import rfc3339
 from mailui4agents.wire.events import EventType
 
 T = TypeVar("T")
-
-JsonObject = dict[str, Any]
-"""Arbitrary JSON (a tool's input, an event's stored payload): no shape of ours."""
 
 
 Timestamp = Annotated[datetime, PlainSerializer(rfc3339, return_type=str, when_used="json")]
