@@ -514,3 +514,18 @@ async def test_stopping_the_gateway_cuts_a_stalled_post_short_and_requeues_it(
         await db.dispose()
     assert row is not None and row.state == "queued", row and (row.state, row.detail)
     assert row.detail is not None and "stopped" in row.detail
+
+
+def test_the_senders_share_one_tls_context_that_verifies() -> None:
+    """One CA bundle load per process (push_endpoints.tls_context), not one per
+    client and transport on every gateway start; and it still checks certificates."""
+    import ssl
+
+    from mailui4agents.services.push_endpoints import guarded_transport, tls_context
+
+    ctx = tls_context()
+    assert ctx is tls_context()
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname is True
+    assert ctx.cert_store_stats()["x509_ca"] > 0  # a CA bundle is loaded
+    pool = guarded_transport()._pool
+    assert pool._ssl_context is ctx

@@ -59,6 +59,7 @@ from mailui4agents.services.push_endpoints import (
     allowed_by_prefix,
     check_endpoint,
     guarded_transport,
+    tls_context,
 )
 from mailui4agents.services.push_keys import VapidKey
 from mailui4agents.services.push_wire import (
@@ -200,7 +201,9 @@ class PushSender(outbox.Sender):
         self._guarded = httpx.AsyncClient(
             transport=guarded_transport(), timeout=timeout, follow_redirects=False, trust_env=False
         )
-        self._allowed = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False)
+        self._allowed = httpx.AsyncClient(
+            verify=tls_context(), timeout=timeout, follow_redirects=False, trust_env=False
+        )
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.loop_until, stop)
