@@ -4,6 +4,7 @@ tool_input, question options, heartbeats. Inbox bodies are previews by default."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -119,13 +120,26 @@ async def test_the_recipient_cap_defaults_to_100(tmp_path: Path) -> None:
 
 @contextmanager
 def statements(gw: Gateway) -> Iterator[list[tuple[str, str]]]:
-    """(engine role, SQL) of every statement the gateway runs meanwhile."""
+    """(engine role, SQL) of every statement the gateway runs meanwhile for this
+    test's own requests: only the statements of the calling task (httpx's ASGI
+    transport runs the app in it, as tests/api/test_send_cost.Statements counts),
+    so a background pass of the scheduler or a sender that falls inside the
+    window is not the request's cost."""
     seen: list[tuple[str, str]] = []
     hooks = []
+    task = asyncio.current_task()
+
+    def ours() -> bool:
+        try:
+            return asyncio.current_task() is task
+        except RuntimeError:  # no running loop (a pool thread)
+            return False
+
     for role, engine in (("reader", gw.db.reader), ("writer", gw.db.writer)):
 
         def hook(conn: Any, cursor: Any, sql: str, *args: Any, _role: str = role) -> None:
-            seen.append((_role, " ".join(sql.split())))
+            if ours():
+                seen.append((_role, " ".join(sql.split())))
 
         event.listen(engine.sync_engine, "before_cursor_execute", hook)
         hooks.append((engine, hook))
