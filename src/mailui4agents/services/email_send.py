@@ -125,19 +125,7 @@ async def enqueue(
         attempts=0,
         next_at=utcnow(),
     )
-    s.add(row)
-    if request_id is not None:
-        s.add(
-            RequestDeliveryRow(
-                request_id=request_id,
-                channel="email",
-                person=person,
-                device_name=to,
-                state="queued",
-            )
-        )
-    await s.flush()
-    outbox.wake_after_commit(s, "email")
+    await outbox.queue(s, "email", row, request_id=request_id, person=person, device_name=to)
     return row
 
 

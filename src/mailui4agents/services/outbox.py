@@ -25,6 +25,7 @@ from sqlalchemy import and_, event, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from mailui4agents.db.tables import RequestDeliveryRow
 from mailui4agents.db.types import utcnow
 
 
@@ -158,3 +159,31 @@ def wake_after_commit(s: AsyncSession, kind: str) -> None:
         return
     s.info[flag] = True
     event.listen(s.sync_session, "after_commit", lambda _session: sender.wake(), once=True)
+
+
+async def queue(
+    s: AsyncSession,
+    kind: str,
+    row: Any,
+    *,
+    request_id: str | None,
+    person: str | None,
+    device_id: str | None = None,
+    device_name: str | None = None,
+) -> None:
+    """Add an outbox row and, for a request's, its `queued` line in the request's
+    deliveries (channel `kind`); the sender is woken when the transaction commits."""
+    s.add(row)
+    if request_id is not None:
+        s.add(
+            RequestDeliveryRow(
+                request_id=request_id,
+                channel=kind,
+                person=person,
+                device_id=device_id,
+                device_name=device_name,
+                state="queued",
+            )
+        )
+    await s.flush()
+    wake_after_commit(s, kind)

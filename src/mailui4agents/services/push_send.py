@@ -122,20 +122,15 @@ async def enqueue(
         attempts=0,
         next_at=utcnow(),
     )
-    s.add(row)
-    if request_id is not None:
-        s.add(
-            RequestDeliveryRow(
-                request_id=request_id,
-                channel="push",
-                person=person,
-                device_id=device_id,
-                device_name=device_name,
-                state="queued",
-            )
-        )
-    await s.flush()
-    outbox.wake_after_commit(s, "push")
+    await outbox.queue(
+        s,
+        "push",
+        row,
+        request_id=request_id,
+        person=person,
+        device_id=device_id,
+        device_name=device_name,
+    )
     return row.id
 
 
