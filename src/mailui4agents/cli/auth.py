@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mailui4agents.cli.common import echo_json, fail, load_config, run
+from mailui4agents.cli.common import echo_json, fail, load_config, people_only, run
 from mailui4agents.client import AsyncClient, ClientConfig
 from mailui4agents.client.config import config_path, read_config_file, write_config_file
 from mailui4agents.client.errors import ApiError
@@ -79,9 +79,7 @@ def tokens(revoke_ids: tuple[str, ...], as_json: bool) -> None:
 @click.command("logout")
 def logout() -> None:
     """Revoke the CLI's stored token at the gateway and delete it here."""
-    config = load_config()
-    if config.is_agent:
-        fail("logout is for people: this CLI uses an agent key (AGENTMAIL_KEY)")
+    config = people_only("logout")
     if os.environ.get("AGENTMAIL_TOKEN"):
         fail("the token comes from AGENTMAIL_TOKEN: revoke it with `agentmail tokens --revoke ID`")
     if not config.token:

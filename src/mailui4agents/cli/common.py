@@ -54,6 +54,15 @@ def describe(error: ApiError, *, credential_used: bool = True) -> str:
     return message
 
 
+def people_only(what: str) -> ClientConfig:
+    """The CLI's configuration, or fail when it holds an agent key: `what` is for
+    people (the commands of a person's own settings, devices and logins)."""
+    config = load_config()
+    if config.is_agent:
+        fail(f"{what} is for people: this CLI uses an agent key (AGENTMAIL_KEY)")
+    return config
+
+
 def run(
     action: Callable[[AsyncClient], Awaitable[T]],
     *,

@@ -7,7 +7,7 @@ import io
 
 import click
 
-from mailui4agents.cli.common import echo_json, fail, load_config, run
+from mailui4agents.cli.common import echo_json, people_only, run
 from mailui4agents.client import AsyncClient
 from mailui4agents.client.devices import Devices
 from mailui4agents.domain.times import rfc3339
@@ -41,8 +41,7 @@ def pair(user: str | None, name: str, as_json: bool) -> None:
 
     Scan it with the phone's camera; the page it opens has one button, "Log in on
     this device". The URL is printed on the last line, alone."""
-    if load_config().is_agent:
-        fail("pair is for people: this CLI uses an agent key (AGENTMAIL_KEY)")
+    people_only("pair")
 
     async def act(client: AsyncClient) -> PairingOut:
         return await Devices(client).pair(name, user)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from mailui4agents.cli.common import echo_json, fail, load_config, run
+from mailui4agents.cli.common import echo_json, fail, people_only, run
 from mailui4agents.client import AsyncClient
 from mailui4agents.client.email import Emails
 from mailui4agents.domain.times import rfc3339
@@ -33,11 +33,6 @@ def describe(item: EmailAddressOut) -> str:
     return line
 
 
-def _people_only() -> None:
-    if load_config().is_agent:
-        fail("e-mail addresses are for people: this CLI uses an agent key (AGENTMAIL_KEY)")
-
-
 @click.group("email")
 def email() -> None:
     """Your e-mail addresses: add one (a verification link is mailed to it), list, remove."""
@@ -48,7 +43,7 @@ def email() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the address as JSON.")
 def email_add(address: str, as_json: bool) -> None:
     """Add ADDRESS and mail it a verification link (again: a new link)."""
-    _people_only()
+    people_only("e-mail addresses")
 
     async def act(client: AsyncClient) -> EmailAddressOut:
         return await Emails(client).add(address)
@@ -68,7 +63,7 @@ def email_add(address: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def email_list(as_json: bool) -> None:
     """List your addresses and what became of the last e-mail to each."""
-    _people_only()
+    people_only("e-mail addresses")
 
     async def act(client: AsyncClient) -> list[EmailAddressOut]:
         return await Emails(client).list()
@@ -87,7 +82,7 @@ def email_list(as_json: bool) -> None:
 @click.argument("address")
 def email_remove(address: str) -> None:
     """Remove ADDRESS (e-mail queued to it is not sent)."""
-    _people_only()
+    people_only("e-mail addresses")
     wanted = address.strip().lower()
 
     async def act(client: AsyncClient) -> str | None:

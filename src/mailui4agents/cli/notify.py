@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from mailui4agents.cli.common import echo_json, fail, load_config, run
+from mailui4agents.cli.common import echo_json, fail, people_only, run
 from mailui4agents.client import AsyncClient
 from mailui4agents.client.notify import NotifyPolicy
 from mailui4agents.wire.notify import NotifyPolicyOut
@@ -38,8 +38,7 @@ def test(as_json: bool) -> None:
     """Send a test push to each of your devices that has notifications on, and
     print what each push service answered (waits up to 15 s). Exits 1 if any
     push failed or there is no device to push to."""
-    if load_config().is_agent:
-        fail("notify is for people: this CLI uses an agent key (AGENTMAIL_KEY)")
+    people_only("notify")
 
     async def act(client: AsyncClient) -> PushTestOut:
         data = await client._call("POST", "/push/test")
@@ -150,8 +149,7 @@ def settings(
 ) -> None:
     """Print your notification policy; with options, change those settings
     (the others stay) and print the result. docs/remote.md, "Notification policy"."""
-    if load_config().is_agent:
-        fail("notify is for people: this CLI uses an agent key (AGENTMAIL_KEY)")
+    people_only("notify")
     changes: dict[str, Any] = {}
     if push is not None:
         changes["push"] = push == "on"
