@@ -275,6 +275,45 @@ class Settings(BaseModel):
         description="First wait before an e-mail is retried (a 4xx answer, no "
         "connection); doubled each attempt.",
     )
+    # E-mail in (docs/email.md, "Not built yet").
+    imap_url: str | None = Field(
+        default=None,
+        description="The gateway's own mailbox that replies arrive in: "
+        "imaps://user@host:port/MAILBOX (or imap://… with STARTTLS, required unless "
+        "loopback); no password in it. IDLE where the server offers it, else a poll "
+        "every imap_poll_s. None: no IMAP.",
+    )
+    imap_password_file: Path | None = Field(
+        default=None,
+        description="A file whose first line is the IMAP password; else AGENTMAIL_IMAP_PASSWORD.",
+    )
+    imap_password: SecretStr | None = Field(
+        default=None, description="The IMAP password, from the environment only."
+    )
+    imap_ca_file: Path | None = Field(
+        default=None, description="PEM certificates to trust for the IMAP server's TLS."
+    )
+    imap_poll_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds between polls of the IMAP mailbox when the server has no "
+        "IDLE (and the longest an IDLE waits before it is renewed).",
+    )
+    smtp_listen: str | None = Field(
+        default=None,
+        description="HOST:PORT of an SMTP listener that takes the replies (for those "
+        "who run an MX that forwards to it). None: no listener.",
+    )
+    require_dkim: bool = Field(
+        default=False,
+        description="Accept a reply only with a DKIM signature of the From address's "
+        "domain that verifies.",
+    )
+    email_links_require_login: bool = Field(
+        default=False,
+        description="One-click links in request e-mails decide only for a person "
+        "logged in to the web UI in that browser.",
+    )
 
     @field_validator("push_endpoint_allow", mode="before")
     @classmethod

@@ -19,7 +19,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from mailui4agents.db.tables import PermissionRow, PushOutboxRow
+from mailui4agents.db.reach_tables import PushOutboxRow
+from mailui4agents.db.tables import PermissionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.services import scheduler
 from mailui4agents.settings import Settings

@@ -20,13 +20,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
-from mailui4agents.db.tables import (
-    DeviceRow,
-    PermissionRow,
-    PushOutboxRow,
-    PushSubscriptionRow,
-    UserTokenRow,
-)
+from mailui4agents.db.reach_tables import DeviceRow, PushOutboxRow, PushSubscriptionRow
+from mailui4agents.db.tables import PermissionRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway

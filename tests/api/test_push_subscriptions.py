@@ -15,7 +15,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from mailui4agents.db.tables import DeviceRow, PushSubscriptionRow, UserTokenRow
+from mailui4agents.db.reach_tables import DeviceRow, PushSubscriptionRow
+from mailui4agents.db.tables import UserTokenRow
 from mailui4agents.services.push_endpoints import address_refusal
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway

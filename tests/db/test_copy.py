@@ -20,7 +20,7 @@ from sqlalchemy import select
 from mailui4agents.app import create_app
 from mailui4agents.cli.main import main
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import Base
+from mailui4agents.db.schema import metadata
 from mailui4agents.settings import Settings
 from mailui4agents.testing_pg import PgCluster
 from tests import scenarios
@@ -103,7 +103,7 @@ async def table_rows(url: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     try:
         async with db.reader.connect() as conn:
-            for table in Base.metadata.sorted_tables:
+            for table in metadata.sorted_tables:
                 rows = await conn.execute(select(table).order_by(*table.primary_key.columns))
                 out[table.name] = [dict(r) for r in rows.mappings()]
     finally:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
 from mailui4agents.db.fts import include_name
-from mailui4agents.db.tables import Base
+from mailui4agents.db.schema import metadata
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ async def test_upgraded_schema_matches_the_table_definitions(tmp_path: Path) -> 
 
     def diff(conn: Connection) -> list[object]:
         ctx = MigrationContext.configure(conn, opts={"include_name": include_name})
-        return list(compare_metadata(ctx, Base.metadata))
+        return list(compare_metadata(ctx, metadata))
 
     async with db.writer.connect() as conn:
         assert await conn.run_sync(diff) == []

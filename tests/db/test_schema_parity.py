@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from mailui4agents.db import fts, migrate
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import Base
+from mailui4agents.db.schema import metadata
 from mailui4agents.settings import Settings
 from mailui4agents.testing_pg import PgCluster
 from tests.pg_fixtures import fresh_database
@@ -71,7 +71,7 @@ async def _schema(url: str) -> tuple[dict[str, Any], list[object], set[str]]:
 
     def run(conn: Connection) -> tuple[dict[str, Any], list[object], set[str]]:
         ctx = MigrationContext.configure(conn, opts={"include_name": fts.include_name})
-        diff = list(compare_metadata(ctx, Base.metadata))
+        diff = list(compare_metadata(ctx, metadata))
         if conn.dialect.name == "postgresql":
             rows = conn.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'mails'"))
         else:

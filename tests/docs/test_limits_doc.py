@@ -54,6 +54,14 @@ NOT_LIMITS = {
     "public_url",  # where links in e-mail point
     "email_poll_s",  # the sender's pace
     "email_retry_base_s",
+    "imap_url",  # where replies come from, and how (docs/email.md)
+    "imap_password_file",
+    "imap_password",
+    "imap_ca_file",
+    "imap_poll_s",  # the fetcher's pace
+    "smtp_listen",
+    "require_dkim",  # a rule (which replies count), not an amount
+    "email_links_require_login",
 }
 
 

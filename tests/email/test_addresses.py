@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from mailui4agents.db.tables import EmailAddressRow, EmailOutboxRow
+from mailui4agents.db.reach_tables import EmailAddressRow, EmailOutboxRow
 from mailui4agents.db.types import utcnow
 from tests.conftest import ADMIN_PASSWORD, Api, fast_settings, started_app
 from tests.email.conftest import MAIL_FROM, gateway_of, link_token

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from mailui4agents.db.tables import EmailOutboxRow, SessionRow
+from mailui4agents.db.reach_tables import EmailOutboxRow
+from mailui4agents.db.tables import SessionRow
 from tests.conftest import Api
 from tests.email.conftest import gateway_of, link_token
 from tests.fakes.smtp_relay import Received, Relay

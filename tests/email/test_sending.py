@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from mailui4agents.db.tables import EmailOutboxRow
+from mailui4agents.db.reach_tables import EmailOutboxRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.services import email_send
 from mailui4agents.services.email_send import EmailSender

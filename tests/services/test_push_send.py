@@ -19,14 +19,13 @@ import pytest
 from sqlalchemy import select, update
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import (
+from mailui4agents.db.reach_tables import (
     DeviceRow,
     PushOutboxRow,
     PushSubscriptionRow,
     RequestDeliveryRow,
-    UserRow,
-    UserTokenRow,
 )
+from mailui4agents.db.tables import UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.services import push_endpoints, push_send, push_wire
 from mailui4agents.services.identity import hash_token, new_secret

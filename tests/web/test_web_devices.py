@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from mailui4agents.db.tables import DevicePairingRow, DeviceRow
+from mailui4agents.db.reach_tables import DevicePairingRow, DeviceRow
 from mailui4agents.services import devices
 from mailui4agents.services.identity import hash_token
 from mailui4agents.settings import Settings

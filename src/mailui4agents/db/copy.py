@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from mailui4agents.db import migrate
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import Base
+from mailui4agents.db.schema import metadata
 from mailui4agents.private_files import private_file
 
 BATCH = 1000
@@ -53,7 +53,7 @@ def _serial_column(table: Table) -> str | None:
 
 async def _counts(conn: AsyncConnection) -> dict[str, tuple[int, int | None]]:
     out: dict[str, tuple[int, int | None]] = {}
-    for table in Base.metadata.sorted_tables:
+    for table in metadata.sorted_tables:
         n = int(await conn.scalar(select(func.count()).select_from(table)) or 0)
         col = _serial_column(table)
         top = await conn.scalar(select(func.max(table.c[col]))) if col else None
@@ -81,10 +81,10 @@ async def copy_database(src_url: str, dst_url: str) -> CopyReport:
             before = await _counts(d)
             if busy := [t for t, (n, _) in before.items() if n]:
                 raise CopyError(f"the target database is not empty (rows in {', '.join(busy)})")
-            for table in Base.metadata.sorted_tables:
+            for table in metadata.sorted_tables:
                 report.counts[table.name] = await _copy_table(s, d, table)
             if d.dialect.name == "postgresql":
-                for table in Base.metadata.sorted_tables:
+                for table in metadata.sorted_tables:
                     if col := _serial_column(table):
                         await d.execute(
                             text(

@@ -9,13 +9,7 @@ from datetime import timedelta
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import (
-    AgentKeyRow,
-    AgentOwnerRow,
-    AgentRow,
-    AgentTaskerRow,
-    UserRow,
-)
+from mailui4agents.db.tables import AgentKeyRow, AgentOwnerRow, AgentRow, AgentTaskerRow, UserRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import conflict, invalid_value, not_found
 from mailui4agents.services import tasking

@@ -20,7 +20,8 @@ from sqlalchemy import CursorResult, Table, bindparam, insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow, new_id
+from mailui4agents.db.base import new_id
+from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.mail_types import MailType, Recipient
 from mailui4agents.events import log

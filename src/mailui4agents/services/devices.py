@@ -29,13 +29,8 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, delete, or_, sele
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import (
-    DevicePairingRow,
-    DeviceRow,
-    PushSubscriptionRow,
-    UserRow,
-    UserTokenRow,
-)
+from mailui4agents.db.reach_tables import DevicePairingRow, DeviceRow, PushSubscriptionRow
+from mailui4agents.db.tables import UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import forbidden, invalid_value, not_found
 from mailui4agents.services.identity import USER_TOKEN_PREFIX, hash_token, new_secret

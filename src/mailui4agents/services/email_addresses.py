@@ -20,7 +20,8 @@ from datetime import timedelta
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import EmailAddressRow, EmailOutboxRow, UserRow
+from mailui4agents.db.reach_tables import EmailAddressRow, EmailOutboxRow
+from mailui4agents.db.tables import UserRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.email_address import BadAddress, normalise_address
 from mailui4agents.domain.errors import RateLimited, conflict, invalid_value, not_found

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import EmailAddressRow, PermissionRow, SessionRow, UserRow
+from mailui4agents.db.reach_tables import EmailAddressRow
+from mailui4agents.db.tables import PermissionRow, SessionRow, UserRow
 from mailui4agents.services import email_message, email_send, notify_policy
 
 

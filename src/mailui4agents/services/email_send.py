@@ -40,8 +40,10 @@ import anyio
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from mailui4agents.db.base import new_id
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import EmailOutboxRow, RequestDeliveryRow, UserRow, new_id
+from mailui4agents.db.reach_tables import EmailOutboxRow, RequestDeliveryRow
+from mailui4agents.db.tables import UserRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.email_address import Relay, parse_relay
 from mailui4agents.services import outbox

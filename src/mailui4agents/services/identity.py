@@ -17,12 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import (
-    AgentKeyRow,
-    AgentRow,
-    UserRow,
-    UserTokenRow,
-)
+from mailui4agents.db.tables import AgentKeyRow, AgentRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import names
 from mailui4agents.domain.errors import conflict, forbidden, invalid_value, not_found

@@ -14,11 +14,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import (
-    MailRow,
-    RecipientRow,
-    SessionRow,
-)
+from mailui4agents.db.tables import MailRow, RecipientRow, SessionRow
 from mailui4agents.domain.addresses import Address, AddressError, parse_address
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.domain.mail_types import MailType, Recipient, Role

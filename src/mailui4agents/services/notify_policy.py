@@ -19,7 +19,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import NotifyPolicyRow, SessionDeciderRow, UserRow
+from mailui4agents.db.reach_tables import NotifyPolicyRow
+from mailui4agents.db.tables import SessionDeciderRow, UserRow
 from mailui4agents.domain import notify_policy as rules
 from mailui4agents.domain.notify_policy import DECIDER, SETTABLE, Decider
 from mailui4agents.domain.notify_policy import Policy as Policy

@@ -25,7 +25,7 @@ from sqlalchemy import and_, event, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import RequestDeliveryRow
+from mailui4agents.db.reach_tables import RequestDeliveryRow
 from mailui4agents.db.types import utcnow
 
 

@@ -13,7 +13,8 @@ from sqlalchemy import Select, Table, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow, new_id
+from mailui4agents.db.base import new_id
+from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import invalid_value, not_found
 from mailui4agents.domain.grants import new_grant

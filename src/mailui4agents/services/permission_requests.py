@@ -17,7 +17,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow, new_id
+from mailui4agents.db.base import new_id
+from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import Conflict, Missing, invalid_value, not_found
 from mailui4agents.domain.grants import GrantRule, grant_matches

@@ -37,17 +37,14 @@ from typing import Any, cast
 from sqlalchemy import Table, and_, bindparam, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import (
+from mailui4agents.db.base import new_id
+from mailui4agents.db.reach_tables import (
     DeviceRow,
-    PermissionRow,
     PushActionTokenRow,
     PushSubscriptionRow,
     RequestDeliveryRow,
-    SessionRow,
-    UserRow,
-    UserTokenRow,
-    new_id,
 )
+from mailui4agents.db.tables import PermissionRow, SessionRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.json_types import JsonObject

@@ -31,14 +31,8 @@ from datetime import datetime
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import (
-    DeviceRow,
-    PermissionRow,
-    PushActionTokenRow,
-    RequestDeliveryRow,
-    UserRow,
-    UserTokenRow,
-)
+from mailui4agents.db.reach_tables import DeviceRow, PushActionTokenRow, RequestDeliveryRow
+from mailui4agents.db.tables import PermissionRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import DomainError, invalid_value, not_found
 from mailui4agents.services import access, permission_decisions, permissions, push

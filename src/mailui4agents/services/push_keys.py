@@ -27,7 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import GatewayKeyRow
+from mailui4agents.db.reach_tables import GatewayKeyRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.private_files import create_private, private_dir
 

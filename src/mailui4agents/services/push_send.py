@@ -44,13 +44,13 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import (
+from mailui4agents.db.reach_tables import (
     DeviceRow,
     PushOutboxRow,
     PushSubscriptionRow,
     RequestDeliveryRow,
-    UserRow,
 )
+from mailui4agents.db.tables import UserRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.services import outbox

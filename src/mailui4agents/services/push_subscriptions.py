@@ -28,7 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import DeviceRow, PushSubscriptionRow, UserTokenRow
+from mailui4agents.db.reach_tables import DeviceRow, PushSubscriptionRow
+from mailui4agents.db.tables import UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import invalid_value, not_found
 from mailui4agents.services import devices

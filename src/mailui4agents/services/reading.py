@@ -24,13 +24,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import (
-    MailAttachmentRow,
-    MailRow,
-    ReadLogRow,
-    RecipientRow,
-    SessionRow,
-)
+from mailui4agents.db.tables import MailAttachmentRow, MailRow, ReadLogRow, RecipientRow, SessionRow
 from mailui4agents.db.types import SerialId, utcnow
 from mailui4agents.domain.errors import Missing, invalid_value, not_found
 from mailui4agents.services import access, attachments, request_input

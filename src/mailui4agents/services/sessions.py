@@ -9,7 +9,8 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.tables import MailRow, RecipientRow, SessionDeciderRow, SessionRow, new_id
+from mailui4agents.db.base import new_id
+from mailui4agents.db.tables import MailRow, RecipientRow, SessionDeciderRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.addresses import NEW_SESSION, Address, is_valid_alias
 from mailui4agents.domain.aliases import alias_candidates, auto_alias, close_matches

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 
 from mailui4agents.db.fts import include_name
-from mailui4agents.db.tables import Base
+from mailui4agents.db.schema import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only for `alembic` run by hand
@@ -14,7 +14,7 @@ if connection is None:  # pragma: no cover - only for `alembic` run by hand
 
 context.configure(
     connection=connection,
-    target_metadata=Base.metadata,
+    target_metadata=metadata,
     include_name=include_name,
     render_as_batch=connection.dialect.name == "sqlite",
 )
