@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from mailui4agents.db.reach_tables import EmailOutboxRow
 from mailui4agents.db.tables import SessionRow
+from mailui4agents.services import email_tokens
 from tests.conftest import Api
 from tests.email.conftest import gateway_of, link_token
 from tests.fakes.smtp_relay import Received, Relay
@@ -79,8 +80,12 @@ async def test_a_request_mails_each_verified_decider_masked_in_the_sessions_thre
     assert got.rcpt_tos == ["ana@example.org"]  # bob's address is unverified
     msg = got.message
     assert msg["Subject"] == f"{team['tag']} Approval: Bash from agent-a", msg["Subject"]
-    root = msg["References"]
-    assert root == msg["In-Reply-To"] and root.startswith(f"<session.{team['sid']}@")
+    root = msg["In-Reply-To"]
+    assert root.startswith(f"<session.{team['sid']}@")
+    # References: the thread, then this copy's reply token (services/email_tokens.py).
+    assert msg["References"].split()[0] == root
+    [token] = email_tokens.tokens_in_references(msg["References"])
+    assert msg["Reply-To"] == email_tokens.reply_address("agentmail@gw.test", token)
     assert msg["Message-ID"] != root
     plain, rich = parts(got)
     assert SECRET not in plain and SECRET not in rich and SECRET not in got.data.decode()
@@ -90,7 +95,9 @@ async def test_a_request_mails_each_verified_decider_masked_in_the_sessions_thre
     # The second request of the session is in the same thread.
     await ask(api, team["sid"], {"command": "make test"})
     _, second = await relay.wait_async(2)
-    assert second.message["References"] == root
+    assert second.message["In-Reply-To"] == root
+    assert second.message["References"].split()[0] == root
+    assert email_tokens.tokens_in_references(second.message["References"]) != [token]
     assert second.message["Message-ID"] != msg["Message-ID"]
 
     sender = gateway_of(api).email

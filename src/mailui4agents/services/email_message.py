@@ -130,11 +130,30 @@ def request_text(
     return RequestText(" ".join(mask_text(subject).split()), lines, shown, link)
 
 
+@dataclass(frozen=True)
+class Personal:
+    """What one recipient's copy of an e-mail carries that another's does not
+    (services/email_tokens.py): the reply address, its token in References, and
+    a request's one-click links."""
+
+    reply_to: str | None = None
+    token_reference: str | None = None
+    approve_link: str | None = None
+    deny_link: str | None = None
+
+
 def request_mail(
-    *, outbox_id: str, mail_from: str, to: str, session_id: str, text: RequestText
+    *,
+    outbox_id: str,
+    mail_from: str,
+    to: str,
+    session_id: str,
+    text: RequestText,
+    personal: Personal | None = None,
 ) -> tuple[str, str]:
     """The Message-ID and text of a request e-mail: text/plain and a sanitised
     HTML alternative saying the same, in the session's thread."""
+    personal = personal or Personal()
     mid = message_id(outbox_id, mail_from)
     root = thread_root(session_id, mail_from)
     decide = (
@@ -162,7 +181,9 @@ def request_mail(
     msg["Date"] = email.utils.format_datetime(utcnow())
     msg["Message-ID"] = mid
     msg["In-Reply-To"] = root
-    msg["References"] = root
+    msg["References"] = " ".join(r for r in (root, personal.token_reference) if r)
+    if personal.reply_to:
+        msg["Reply-To"] = personal.reply_to
     msg["Auto-Submitted"] = "auto-generated"
     msg.set_content(plain, cte="quoted-printable")
     msg.add_alternative(

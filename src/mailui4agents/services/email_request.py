@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.reach_tables import EmailAddressRow
 from mailui4agents.db.tables import PermissionRow, SessionRow, UserRow
-from mailui4agents.services import email_message, email_send, notify_policy
+from mailui4agents.services import email_message, email_send, email_tokens, notify_policy
 
 
 async def queue_request(
@@ -66,15 +66,39 @@ async def queue_request(
     )
     mail_from = sender.mail_from
 
-    def builder(to: str) -> Callable[[str], tuple[str, str]]:
+    def builder(to: str, personal: email_message.Personal) -> Callable[[str], tuple[str, str]]:
         def build(outbox_id: str) -> tuple[str, str]:
             return email_message.request_mail(
-                outbox_id=outbox_id, mail_from=mail_from, to=to, session_id=session.id, text=text
+                outbox_id=outbox_id,
+                mail_from=mail_from,
+                to=to,
+                session_id=session.id,
+                text=text,
+                personal=personal,
             )
 
         return build
 
     for user_id, username, address_id, address in found:
+        tokens = {
+            kind: await email_tokens.issue(
+                s,
+                kind=kind,
+                user_id=user_id,
+                address_id=address_id,
+                request_id=row.id,
+                session_id=session.id,
+                expires_at=row.expires_at,
+            )
+            for kind in ("reply", "approve", "deny")
+        }
+        links = f"{base.rstrip('/')}/email/decide/" if base else None
+        personal = email_message.Personal(
+            reply_to=email_tokens.reply_address(mail_from, tokens["reply"]),
+            token_reference=email_tokens.reference(mail_from, tokens["reply"]),
+            approve_link=f"{links}{tokens['approve']}" if links else None,
+            deny_link=f"{links}{tokens['deny']}" if links else None,
+        )
         await email_send.enqueue(
             s,
             kind="request",
@@ -83,6 +107,6 @@ async def queue_request(
             to=address,
             request_id=row.id,
             person=username,
-            build=builder(address),
+            build=builder(address, personal),
         )
     return len(found)
