@@ -275,7 +275,7 @@ class Settings(BaseModel):
         description="First wait before an e-mail is retried (a 4xx answer, no "
         "connection); doubled each attempt.",
     )
-    # E-mail in (docs/email.md, "Not built yet").
+    # E-mail in (docs/email.md, "Receiving").
     imap_url: str | None = Field(
         default=None,
         description="The gateway's own mailbox that replies arrive in: "
@@ -303,6 +303,18 @@ class Settings(BaseModel):
         default=None,
         description="HOST:PORT of an SMTP listener that takes the replies (for those "
         "who run an MX that forwards to it). None: no listener.",
+    )
+    email_in_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1024,
+        description="Largest inbound e-mail, bytes: the SMTP listener refuses a bigger one "
+        "(552), the IMAP fetcher leaves it in the mailbox unread.",
+    )
+    email_in_per_pass: int = Field(
+        default=50,
+        ge=1,
+        description="Most messages the IMAP fetcher takes from the mailbox in one pass "
+        "(a full pass is followed by another at once).",
     )
     require_dkim: bool = Field(
         default=False,
@@ -352,6 +364,24 @@ class Settings(BaseModel):
             parse_relay(value)  # ValueError says what is wrong
         return value
 
+    @field_validator("imap_url")
+    @classmethod
+    def _imap_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            from mailui4agents.domain.email_address import parse_mailbox
+
+            parse_mailbox(value)  # ValueError says what is wrong
+        return value
+
+    @field_validator("smtp_listen")
+    @classmethod
+    def _smtp_listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            from mailui4agents.domain.email_address import parse_listen
+
+            parse_listen(value)
+        return value
+
     @field_validator("public_url")
     @classmethod
     def _public_url(cls, value: str | None) -> str | None:
@@ -379,6 +409,13 @@ class Settings(BaseModel):
             raise ValueError("smtp_url needs mail_from (agentmail serve --mail-from ADDRESS)")
         if self.smtp_password_file is not None and self.smtp_password is not None:
             raise ValueError("give the SMTP password by a file or by the environment, not both")
+        if self.imap_password_file is not None and self.imap_password is not None:
+            raise ValueError("give the IMAP password by a file or by the environment, not both")
+        for name in ("imap_url", "smtp_listen"):
+            if getattr(self, name) is not None and self.mail_from is None:
+                # Replies come to mail_from's address (plus a token): its domain is the
+                # one the listener accepts and the one receive() reads tokens from.
+                raise ValueError(f"{name} needs mail_from (agentmail serve --mail-from ADDRESS)")
         return self
 
     def vapid_subject_or_default(self) -> str:
