@@ -269,3 +269,49 @@ async def test_a_wrong_password_is_counted_and_retried_and_nothing_is_taken(
         await until(f, "connection_errors", 1)
     assert "AUTHENTICATIONFAILED" in (f.last_error or ""), f.last_error
     assert rec.got == [] and dovecot.count(GATEWAY) == 1
+
+
+async def test_the_gateway_hands_its_mailbox_to_receive_and_empties_it(
+    dovecot: Dovecot,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    db_backend: str,
+    template_db: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The app's lifespan runs the fetcher when imap_url is set, and each message
+    reaches email_inbound.receive(gw, raw, via="imap") (a recorder here: what a
+    reply means is not this test's concern)."""
+    from mailui4agents.services import email_inbound
+    from tests.conftest import make_settings, started_app
+
+    calls: list[tuple[Any, bytes, str]] = []
+    arrived = anyio.Event()
+
+    async def receive(gw: Any, raw: bytes, *, via: str, envelope_to: Any = ()) -> Received:
+        calls.append((gw, raw, via))
+        arrived.set()
+        return Received("refused", "test")
+
+    monkeypatch.setattr(email_inbound, "receive", receive)
+    password = tmp_path / "imap-password"
+    password.write_text(USERS[GATEWAY] + "\n")
+    settings = make_settings(
+        request,
+        tmp_path,
+        db_backend,
+        imap_url=dovecot.url(GATEWAY),
+        imap_password_file=password,
+        mail_from=GATEWAY,
+    )
+    deliver(dovecot, 4)
+    async with started_app(settings) as app:
+        gw = app.state.gateway
+        assert gw.imap is not None
+        with anyio.fail_after(10):
+            await arrived.wait()
+        await until(gw.imap, "removed", 1)
+    [(got_gw, raw, via)] = calls
+    assert got_gw is gw and via == "imap"
+    assert message_ids([raw]) == ["<reply.4@example.org>"]
+    assert dovecot.count(GATEWAY) == 0

@@ -194,8 +194,9 @@ def smtp_relay(
 ) -> Iterator[Relay]:
     """A relay listening on `host` (`port`; 0: a free one) until the block ends. With `tls` (a
     server context): STARTTLS offered and required, or with `implicit_tls` TLS
-    from the first byte (smtps)."""
-    relay = Relay(users)
+    from the first byte (smtps). With `deliver_to` (a Dovecot), every message taken
+    is delivered into it by LMTP."""
+    relay = Relay(users, deliver_to)
     relay.host = host
     relay.scheme = "smtps" if implicit_tls else "smtp"
     loop = asyncio.new_event_loop()
