@@ -315,3 +315,53 @@ async def test_the_gateway_hands_its_mailbox_to_receive_and_empties_it(
     assert got_gw is gw and via == "imap"
     assert message_ids([raw]) == ["<reply.4@example.org>"]
     assert dovecot.count(GATEWAY) == 0
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dovecot]:
+    from tests.e2e.remote_parts import make_certs
+
+    with dovecot_server(certs=make_certs(tmp_path_factory.mktemp("imap-certs"))) as d:
+        yield d
+
+
+@pytest.mark.parametrize("scheme", ["imap", "imaps"], ids=["starttls", "imaps"])
+async def test_tls_to_the_mailbox_starttls_when_offered_or_implicit(
+    tls_server: Dovecot, tmp_path: Path, scheme: str
+) -> None:
+    d = tls_server
+    empty(d)
+    deliver(d, 1)
+    rec = Recorder(d)
+    s = settings_for(tmp_path, d, imap_ca_file=d.certs.ca).model_copy(
+        update={"imap_url": d.url(GATEWAY, scheme=scheme)}
+    )
+    f = ImapFetcher(s, USERS[GATEWAY], rec)
+    await f._connect()
+    try:
+        sock = f._cl().socket()
+        import ssl
+
+        assert isinstance(sock, ssl.SSLSocket) and sock.version() is not None
+        await f.fetch_pass()
+    finally:
+        await anyio.to_thread.run_sync(f._close)
+    assert message_ids(rec.got) == ["<reply.1@example.org>"]
+    assert "TLS" in d.log()
+
+
+async def test_a_mailbox_certificate_nobody_trusts_is_refused_before_the_login(
+    tls_server: Dovecot, tmp_path: Path
+) -> None:
+    d = tls_server
+    empty(d)
+    deliver(d, 1)
+    rec = Recorder(d)
+    s = settings_for(tmp_path, d).model_copy(  # no imap_ca_file: the system's CAs
+        update={"imap_url": d.url(GATEWAY, scheme="imaps")}
+    )
+    f = ImapFetcher(s, USERS[GATEWAY], rec, backoff_base_s=0.05)
+    async with running(f):
+        await until(f, "connection_errors", 1)
+    assert "CERTIFICATE_VERIFY_FAILED" in (f.last_error or ""), f.last_error
+    assert rec.got == [] and d.count(GATEWAY) == 1
