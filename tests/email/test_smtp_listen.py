@@ -90,6 +90,13 @@ async def test_mail_for_the_gateways_domain_reaches_receive_with_its_envelope(
     assert call["envelope_to"] == ["agentmail+tok@gw.test", "claude+shop@gw.test"]
     assert call["raw"] == MESSAGE
     assert gw.smtp_in.counts["accepted"] == 1 and gw.smtp_in.counts["outcome_refused"] == 1
+    stats = (await api.http.get("/api/v1/email/stats", headers=api.auth("admin"))).json()
+    assert stats["smtp_listener"] == {
+        "source": f"127.0.0.1:{gw.smtp_in.port}",
+        "counts": {"accepted": 1, "outcome_refused": 1},
+        "last_error": None,
+    }
+    assert stats["imap"] is None and stats["configured"] is False
 
 
 async def test_another_domains_recipient_is_refused_and_never_reaches_receive(

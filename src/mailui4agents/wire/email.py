@@ -38,11 +38,23 @@ class EmailRemoved(Lenient):
     removed: str
 
 
+class InboundStatsOut(Lenient):
+    """One inbound transport in this process (docs/email.md, "Receiving"): where
+    it takes mail from, its counts since it started, its last error."""
+
+    source: str
+    counts: dict[str, int]
+    last_error: str | None = None
+
+
 class EmailStatsOut(Lenient):
     """`counts`: this process's outcomes since it started; `queue`: the outbox
-    rows in each state, all replicas together (final ones kept a day)."""
+    rows in each state, all replicas together (final ones kept a day); `imap`
+    and `smtp_listener`: the inbound transports, null when not configured."""
 
     configured: bool
     relay: str | None = None
     counts: dict[str, int]
     queue: dict[str, int]
+    imap: InboundStatsOut | None = None
+    smtp_listener: InboundStatsOut | None = None
