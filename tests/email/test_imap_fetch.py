@@ -365,3 +365,23 @@ async def test_a_mailbox_certificate_nobody_trusts_is_refused_before_the_login(
         await until(f, "connection_errors", 1)
     assert "CERTIFICATE_VERIFY_FAILED" in (f.last_error or ""), f.last_error
     assert rec.got == [] and d.count(GATEWAY) == 1
+
+
+async def test_without_idle_the_fetcher_polls_every_imap_poll_s(
+    dovecot: Dovecot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = ImapFetcher._open
+
+    def no_idle(self: ImapFetcher) -> None:
+        opened(self)
+        self.idle_supported = False  # as a server that does not offer IDLE
+
+    monkeypatch.setattr(ImapFetcher, "_open", no_idle)
+    rec = Recorder(dovecot)
+    f = fetcher(tmp_path, dovecot, rec, imap_poll_s=0.2)
+    async with running(f):
+        await until(f, "passes", 1)
+        deliver(dovecot, 9)
+        await rec.wait(1, within_s=5)
+    assert f.counts["idles"] == 0 and f.counts["passes"] >= 2
+    assert message_ids(rec.got) == ["<reply.9@example.org>"]

@@ -273,7 +273,11 @@ class ImapFetcher:
             raise ImapError(f"cannot select {box.mailbox!r}: {data!r}")
         validity = client.untagged_responses.get("UIDVALIDITY") or [b""]
         last = validity[-1]
-        self._uidvalidity = last if isinstance(last, bytes) else b""
+        uidvalidity = last if isinstance(last, bytes) else b""
+        if uidvalidity != self._uidvalidity:  # other UIDs now: what was known of the old is moot
+            self._failed.clear()
+            self._too_big.clear()
+        self._uidvalidity = uidvalidity
         self.idle_supported = "IDLE" in client.capabilities
 
     def _close(self) -> None:
