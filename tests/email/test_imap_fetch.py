@@ -271,19 +271,34 @@ async def test_a_wrong_password_is_counted_and_retried_and_nothing_is_taken(
     assert rec.got == [] and dovecot.count(GATEWAY) == 1
 
 
+@pytest.fixture
+def gateway_settings(
+    dovecot: Dovecot, tmp_path: Path, request: pytest.FixtureRequest, db_backend: str
+) -> Settings:
+    """Settings of a gateway fetching the Dovecot mailbox (made before the test's
+    event loop runs: the PostgreSQL fixtures start one of their own)."""
+    from tests.conftest import make_settings
+
+    password = tmp_path / "imap-password"
+    password.write_text(USERS[GATEWAY] + "\n")
+    return make_settings(
+        request,
+        tmp_path,
+        db_backend,
+        imap_url=dovecot.url(GATEWAY),
+        imap_password_file=password,
+        mail_from=GATEWAY,
+    )
+
+
 async def test_the_gateway_hands_its_mailbox_to_receive_and_empties_it(
-    dovecot: Dovecot,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
-    db_backend: str,
-    template_db: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    dovecot: Dovecot, gateway_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The app's lifespan runs the fetcher when imap_url is set, and each message
     reaches email_inbound.receive(gw, raw, via="imap") (a recorder here: what a
     reply means is not this test's concern)."""
     from mailui4agents.services import email_inbound
-    from tests.conftest import make_settings, started_app
+    from tests.conftest import started_app
 
     calls: list[tuple[Any, bytes, str]] = []
     arrived = anyio.Event()
@@ -294,16 +309,7 @@ async def test_the_gateway_hands_its_mailbox_to_receive_and_empties_it(
         return Received("refused", "test")
 
     monkeypatch.setattr(email_inbound, "receive", receive)
-    password = tmp_path / "imap-password"
-    password.write_text(USERS[GATEWAY] + "\n")
-    settings = make_settings(
-        request,
-        tmp_path,
-        db_backend,
-        imap_url=dovecot.url(GATEWAY),
-        imap_password_file=password,
-        mail_from=GATEWAY,
-    )
+    settings = gateway_settings
     deliver(dovecot, 4)
     async with started_app(settings) as app:
         gw = app.state.gateway
