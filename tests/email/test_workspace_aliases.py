@@ -5,6 +5,7 @@ admin 200/201), bad input a 400 naming the field, and the count's limit."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -141,3 +142,19 @@ async def test_past_the_limit_a_new_alias_is_refused_but_one_may_still_change(
     assert err["reason"] == "too_many_aliases" and err["limit"] == 2
     changed = await api.http.put(f"{BASE}/two", json={"workspace": "/srv/x"}, headers=admin)
     assert changed.status_code == 200, changed.text
+
+
+async def test_admins_creating_one_alias_at_once_make_it_once(api: Api) -> None:
+    """Ten PUTs of one new alias at once: one creates it (201), the others
+    change it (200), none fails (on PostgreSQL the losers' inserts conflict)."""
+    await _world(api)
+    admin = api.auth("admin")
+
+    async def put(i: int) -> int:
+        r = await api.http.put(f"{BASE}/race", json={"workspace": f"/srv/{i}"}, headers=admin)
+        assert r.status_code in (200, 201), r.text
+        return r.status_code
+
+    codes = await asyncio.gather(*(put(i) for i in range(10)))
+    assert sorted(codes) == [200] * 9 + [201]
+    assert [a["alias"] for a in await _aliases(api)] == ["race"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.reach_tables import WorkspaceAliasRow
@@ -94,11 +95,21 @@ async def put_alias(
                 reason="too_many_aliases",
                 limit=MAX_WORKSPACE_ALIASES,
             )
-        row = WorkspaceAliasRow(alias=alias, workspace=path, created_by=who.id, created_at=utcnow())
-        s.add(row)
-    else:
-        row.workspace = path
-        row.created_by = who.id
+        new = WorkspaceAliasRow(alias=alias, workspace=path, created_by=who.id, created_at=utcnow())
+        try:
+            async with s.begin_nested():
+                s.add(new)
+                await s.flush()
+            return _out(new, who.name), True
+        except IntegrityError:  # another admin created it a moment ago (PostgreSQL)
+            row = await s.get(WorkspaceAliasRow, alias, populate_existing=True)
+            if row is None:  # and removed it again since: let the admin decide
+                raise Conflict(
+                    f"workspace alias '{alias}' changed meanwhile; try again", reason="changed"
+                ) from None
+            created = False
+    row.workspace = path
+    row.created_by = who.id
     await s.flush()
     return _out(row, who.name), created
 
