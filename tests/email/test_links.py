@@ -362,3 +362,21 @@ async def test_two_uses_racing_with_one_token_one_wins(people: Api, relay: Relay
         assert row.used_at is None
         assert await email_tokens.use(s, row) is False
     assert await used_tokens(people, rid) == ["approve"]
+
+
+@pytest.mark.parametrize("settings", [{"login_failures_per_address": 3}], indirect=True)
+async def test_bad_links_count_as_failed_logins_of_the_address(
+    people: Api, relay: Relay, sid: str
+) -> None:
+    rid = await ask(people, sid)
+    good = (await links_of(relay, 1))["Approve"]
+    async with browser(people) as guesser:
+        assert (await guesser.get(good)).status_code == 200  # a good link costs nothing
+        for _ in range(3):
+            r = await guesser.get(f"{BASE}/email/decide/{'b' * 32}")
+            assert r.status_code == 404
+        over = await guesser.get(f"{BASE}/email/decide/{'c' * 32}")
+        assert over.status_code == 429 and int(over.headers["retry-after"]) > 0, over.text
+        # Over the limit the address is refused, the good link too, and nothing is decided.
+        assert (await guesser.get(good)).status_code == 429
+    assert (await status_of(people, rid))["status"] == "pending"

@@ -65,7 +65,7 @@ def _render(
             csrf_cookie,
             max_age=3600,
             httponly=True,
-            samesite="strict",
+            samesite="lax",  # a second link opened from the mail keeps the first's value
             secure=auth.is_https(request),
             path=PATH,
         )
