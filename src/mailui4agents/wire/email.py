@@ -46,3 +46,21 @@ class EmailStatsOut(Lenient):
     relay: str | None = None
     counts: dict[str, int]
     queue: dict[str, int]
+
+
+class WorkspaceAliasOut(Lenient):
+    """A workspace alias the admin keeps for new work by e-mail: a mail to
+    `<agent>+<alias>@<domain>` starts a session in `workspace` (docs/email.md,
+    "New work by e-mail"). `created_by`: the admin who set it (None once that
+    user is gone)."""
+
+    alias: str
+    workspace: str
+    created_by: str | None = None
+    created_at: Timestamp
+
+
+class WorkspaceAliasRemoved(Lenient):
+    """The alias just removed."""
+
+    removed: str
