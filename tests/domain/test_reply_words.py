@@ -91,9 +91,10 @@ def test_nothing_else_decides(text: str) -> None:
 
 def test_a_question_by_label_or_number() -> None:
     options = [{"label": "Postgres"}, {"label": "SQLite"}]
-    ask = lambda text, multi=False: read_decision(  # noqa: E731
-        text, kind="question", options=options, multi_select=multi
-    )
+
+    def ask(text: str, multi: bool = False) -> Decision | None:
+        return read_decision(text, kind="question", options=options, multi_select=multi)
+
     assert ask("2") == Decision("approve", answers=["SQLite"])
     assert ask("2.") == Decision("approve", answers=["SQLite"])
     assert ask("postgres") == Decision("approve", answers=["Postgres"])
@@ -133,7 +134,7 @@ OUTLOOK_HTML = (
     "<br><b>Sent:</b> Monday</div><p>deny</p></body></html>"
 )
 APPLE_HTML = (
-    "<html><body><div>always</div><div><br><blockquote type=\"cite\"><div>On 30 Nov, "
+    '<html><body><div>always</div><div><br><blockquote type="cite"><div>On 30 Nov, '
     "agentmail wrote:</div><div>approve</div></blockquote></div></body></html>"
 )
 
@@ -144,9 +145,7 @@ def test_html_only_replies_are_read_with_an_html_parser() -> None:
     )
     assert read_decision(html_text(OUTLOOK_HTML), kind="approval") == Decision("approve")
     assert "color" not in html_text(OUTLOOK_HTML)  # style is no text
-    assert read_decision(html_text(APPLE_HTML), kind="approval") == Decision(
-        "approve", always=True
-    )
+    assert read_decision(html_text(APPLE_HTML), kind="approval") == Decision("approve", always=True)
     only_quoted = '<blockquote type="cite"><div>approve</div></blockquote><div></div>'
     assert read_decision(html_text(only_quoted), kind="approval") is None
     # A script's text is no text either, nor is a tag's attribute.

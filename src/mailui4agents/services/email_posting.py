@@ -1,0 +1,64 @@
+"""A person's e-mail reply to an agent's mail, posted into the session as their
+mail (docs/email.md, "Replies"): its attachments stored as uploads of that
+person (services/attachments.py, within `attachment_max_bytes` each), then one
+services/sending.send, as the web UI's reply is, so the content limits, access
+and delivery are the same."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mailui4agents.domain.email_parts import InboundFile
+from mailui4agents.domain.errors import invalid_value
+from mailui4agents.domain.results import Sent
+from mailui4agents.services import attachments, sending
+from mailui4agents.services.blobs import BlobStore
+from mailui4agents.services.principals import Principal
+from mailui4agents.state import Gateway
+from mailui4agents.wire.models import MailOut
+
+
+async def store_files(gw: Gateway, who: Principal, files: Sequence[InboundFile]) -> list[str]:
+    """Each file as an attachment uploaded by `who`; their ids, in order.
+    TooLarge for a file over attachment_max_bytes (nothing of it is kept)."""
+    store = BlobStore.for_settings(gw.settings)
+    ids: list[str] = []
+    for f in files:
+        writer = store.writer()
+        try:
+            await writer.write(f.data)
+            await writer.finish()
+            async with gw.write() as s:
+                ref = await attachments.create(
+                    s, writer, who, filename=f.name, content_type=f.content_type
+                )
+            ids.append(ref.attachment_id)
+        finally:
+            writer.abort()  # a no-op once the blob is in place
+    return ids
+
+
+async def post_reply(
+    gw: Gateway,
+    who: Principal,
+    *,
+    agent: str,
+    parent_mail_id: str,
+    subject: str,
+    body: str,
+    files: Sequence[InboundFile] = (),
+) -> MailOut:
+    """Send `who`'s reply to the agent's mail `parent_mail_id`; its MailOut."""
+    if not body.strip() and not files:
+        raise invalid_value("body", "the reply says nothing: write above the quoted e-mail")
+    ids = await store_files(gw, who, files)
+    draft = sending.Draft(
+        to=[agent],
+        subject=subject or "(no subject)",
+        body=body,
+        parent_mail_id=parent_mail_id,
+        attachment_ids=ids,
+    )
+    outcome = (await sending.send(gw, who, draft)).outcome
+    assert isinstance(outcome, Sent)  # people send without relay keys: never Duplicate
+    return outcome.mail
