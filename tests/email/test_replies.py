@@ -38,14 +38,15 @@ async def team(people: Api, relay: Relay) -> dict[str, Any]:
     assert r.status_code == 201, r.text
     r = await api.send("ana", ["agent-a@/srv/shop.new"], subject="fix the login")
     assert r.status_code == 201, r.text
-    sid = r.json()["session_id"]
+    r0 = r.json()
+    sid, first = r0["session_id"], r0["id"]
     r = await api.http.post(
         f"/api/v1/sessions/{sid}/deciders", json={"name": "bob"}, headers=api.auth("ana")
     )
     assert r.status_code in (200, 201), r.text
     await mails_to(relay, CAROL, 1)
     relay.messages.clear()
-    return {"sid": sid, "api": api}
+    return {"sid": sid, "api": api, "first": first, "ana_address": r0["from"]}
 
 
 async def request_mail(relay: Relay, to: str, rid: str, n: int = 1) -> EmailMessage:

@@ -49,7 +49,7 @@ from mailui4agents.db.reach_tables import (
     EmailTokenRow,
     RequestDeliveryRow,
 )
-from mailui4agents.db.tables import MailRow, PermissionRow, UserRow
+from mailui4agents.db.tables import PermissionRow, UserRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import email_reading, reply_words
 from mailui4agents.domain.email_address import BadAddress, normalise_address
@@ -372,19 +372,12 @@ def _used() -> _Refusal:
 async def _post(job: _Job, mail_id: str) -> Received:
     person, mail = job.person, job.mail
     assert person is not None and mail is not None
-    async with job.gw.read() as s:
-        parent = (
-            await s.execute(select(MailRow.from_name, MailRow.subject).where(MailRow.id == mail_id))
-        ).first()
-    if parent is None:
-        raise _Refusal("bad_token", "the mail it replies to is gone")
     try:
         sent = await post_reply(
             job.gw,
             person.principal,
-            agent=parent[0],
             parent_mail_id=mail_id,
-            subject=reply_words.bare_subject(mail.subject) or reply_words.bare_subject(parent[1]),
+            subject=reply_words.bare_subject(mail.subject),
             body=reply_words.own_text(mail.text),
             files=mail.files,
         )
@@ -393,7 +386,7 @@ async def _post(job: _Job, mail_id: str) -> Received:
             "not_posted", exc.message, f"Your reply was not sent: {exc.message}"
         ) from None
     job.ids.update(session_id=sent.session_id, mail_id=sent.id)
-    return await _settle(job, Received("posted", None, f"mail {sent.id} to {parent[0]}"))
+    return await _settle(job, Received("posted", None, f"mail {sent.id} to {', '.join(sent.to)}"))
 
 
 async def _start_work(job: _Job, agent: str, alias: str) -> Received:

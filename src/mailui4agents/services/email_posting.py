@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mailui4agents.domain import reply_words
 from mailui4agents.domain.email_parts import InboundFile
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.domain.results import Sent
-from mailui4agents.services import attachments, sending
+from mailui4agents.services import access, attachments, reading, sending
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
@@ -42,19 +43,23 @@ async def post_reply(
     gw: Gateway,
     who: Principal,
     *,
-    agent: str,
     parent_mail_id: str,
     subject: str,
     body: str,
     files: Sequence[InboundFile] = (),
 ) -> MailOut:
-    """Send `who`'s reply to the agent's mail `parent_mail_id`; its MailOut."""
+    """Send `who`'s reply to the mail `parent_mail_id`, to its sender's address in
+    the session (as the web UI's Reply addresses it); its MailOut. NotFound when
+    `who` may not read that mail."""
     if not body.strip() and not files:
         raise invalid_value("body", "the reply says nothing: write above the quoted e-mail")
+    async with gw.write() as s:  # a write: the read is logged, the mail marked read
+        parent = await reading.read_mail(s, access.Reader(who), parent_mail_id, body_limit=None)
+    to = str(parent.get("reply_address") or parent["from"])
     ids = await store_files(gw, who, files)
     draft = sending.Draft(
-        to=[agent],
-        subject=subject or "(no subject)",
+        to=[to],
+        subject=subject or reply_words.bare_subject(str(parent["subject"])) or "(no subject)",
         body=body,
         parent_mail_id=parent_mail_id,
         attachment_ids=ids,
