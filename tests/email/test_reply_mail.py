@@ -84,8 +84,13 @@ async def test_with_dkim_required_forged_and_unsigned_replies_are_refused(
 
 
 async def agent_mail(api: Any, team: dict[str, Any]) -> str:
-    r = await api.send("agent-a", [team["ana_address"]], subject="Re: fix the login", body="Which port?",
-                       parent_mail_id=team["first"])  # fmt: skip
+    r = await api.send(
+        "agent-a",
+        [team["ana_address"]],
+        subject="Re: fix the login",
+        body="Which port?",
+        parent_mail_id=team["first"],
+    )
     assert r.status_code == 201, r.text
     mid: str = r.json()["id"]
     return mid
