@@ -46,9 +46,9 @@ def check(raw: bytes, domain: str, dnsfunc: DnsFunc | None = None) -> Checked:
     try:
         sigs = _signatures(raw)
     except Exception as exc:  # dkimpy could not split the message
-        return Checked(False, f"unreadable for DKIM: {exc!r}")
+        return Checked(ok=False, detail=f"unreadable for DKIM: {exc!r}")
     if not sigs:
-        return Checked(False, "no DKIM signature")
+        return Checked(ok=False, detail="no DKIM signature")
     reasons: list[str] = []
     for idx, sig in enumerate(sigs[:MAX_SIGNATURES]):
         tags = _tags(sig)
@@ -74,9 +74,9 @@ def check(raw: bytes, domain: str, dnsfunc: DnsFunc | None = None) -> Checked:
             continue
         if ok:
             selector = tags.get(b"s", b"").decode("ascii", "replace")
-            return Checked(True, f"DKIM d={signer} s={selector}")
+            return Checked(ok=True, detail=f"DKIM d={signer} s={selector}")
         reasons.append(f"d={signer}: the signature does not verify")
-    return Checked(False, "; ".join(reasons)[:500])
+    return Checked(ok=False, detail="; ".join(reasons)[:500])
 
 
 async def verify(raw: bytes, domain: str, dnsfunc: DnsFunc | None = None) -> Checked:
