@@ -9,12 +9,13 @@ import logging
 from email.message import EmailMessage
 from typing import Any
 
+import anyio
 import pytest
 from sqlalchemy import func, select
 
-from mailui4agents.db.reach_tables import EmailInboundRow, EmailOutboxRow
+from mailui4agents.db.reach_tables import EmailInboundRow, EmailOutboxRow, EmailTokenRow
 from mailui4agents.db.tables import SessionRow, UserRow
-from mailui4agents.services import email_inbound
+from mailui4agents.services import email_inbound, email_tokens
 from mailui4agents.services.email_inbound import Received
 from tests.conftest import Api
 from tests.email.conftest import MAIL_FROM, gateway_of
@@ -125,8 +126,16 @@ async def test_approve_approves_and_the_token_then_works_no_more(
     first = reply(original, "Approve.")
     assert (await receive(api, first)).outcome == "decided"
     assert (await request_of(api, rid))["status"] == "approved"
-    # The same message again (an IMAP re-fetch): nothing at all.
+    # The same message again (an IMAP re-fetch, or a copy that came another way
+    # and gained a Received line): nothing at all.
     assert await receive(api, first) == Received("duplicate")
+    assert await receive(api, b"Received: from mx2.example.org\r\n" + first) == Received(
+        "duplicate"
+    )
+    async with gateway_of(api).read() as s:
+        used = (await s.scalars(select(EmailTokenRow.used_at).where(
+            EmailTokenRow.request_id == rid, EmailTokenRow.kind == "reply"))).all()  # fmt: skip
+    assert sorted(u is not None for u in used) == [False, True]  # ana's copy used, bob's not
     # A second reply with the same token: refused, answered, nothing changes.
     second = await receive(api, reply(original, "deny changed my mind"))
     assert (second.outcome, second.reason) == ("refused", "already_decided"), second
@@ -334,3 +343,54 @@ async def test_a_session_alias_is_in_the_subject_of_the_answer(
                 == "auto-replied"]  # fmt: skip
     assert answer.message["Subject"] == f"Re: {original['Subject']}"
     assert session.alias and session.alias in answer.message["Subject"]
+
+
+async def test_replies_racing_decide_once(team: dict[str, Any], relay: Relay) -> None:
+    """Two replies with one token and a second copy of one of them, at once: one
+    decides, the copy is a duplicate, the other reply is refused."""
+    api = team["api"]
+    rid = await ask(api, team["sid"])
+    original = await request_mail(relay, ANA, rid)
+    approve, deny = reply(original, "approve"), reply(original, "deny no")
+    got: dict[int, Received] = {}
+
+    async def one(i: int, raw: bytes) -> None:
+        got[i] = await receive(api, raw)
+
+    async with anyio.create_task_group() as tg:
+        for i, raw in enumerate((approve, deny, approve)):
+            tg.start_soon(one, i, raw)
+    outcomes = sorted(g.outcome for g in got.values())
+    assert outcomes == ["decided", "duplicate", "refused"], got
+    [refused] = [g for g in got.values() if g.outcome == "refused"]
+    assert refused.reason in ("already_decided", "already_used"), refused
+    status = (await request_of(api, rid))["status"]
+    winner = "approved" if got[1].outcome != "decided" else "denied"
+    assert status == winner, (status, got)
+
+
+async def test_a_used_token_decides_nothing_even_while_pending(
+    team: dict[str, Any], relay: Relay
+) -> None:
+    """The token is the credential: once used (here by hand, as a decision that
+    used it would), no reply with it decides, whatever the request's state."""
+    api = team["api"]
+    rid = await ask(api, team["sid"])
+    original = await request_mail(relay, ANA, rid)
+    async with gateway_of(api).write() as s:
+        row = (
+            await s.scalars(
+                select(EmailTokenRow)
+                .join(UserRow, UserRow.id == EmailTokenRow.user_id)
+                .where(
+                    EmailTokenRow.request_id == rid,
+                    EmailTokenRow.kind == "reply",
+                    UserRow.username == "ana",
+                )
+            )
+        ).first()
+        assert row is not None
+        assert await email_tokens.use(s, row)
+    got = await receive(api, reply(original, "approve"))
+    assert (got.outcome, got.reason) == ("refused", "already_used"), got
+    await pending(api, rid)
