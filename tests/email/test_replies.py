@@ -247,8 +247,12 @@ async def test_a_reply_whose_only_approve_is_quoted_decides_nothing(
     sent = email_message_of(raw)
     assert answer.message["In-Reply-To"] == sent["Message-ID"]
     assert sent["Message-ID"] in answer.message["References"]
-    # The token still works: the person can answer properly now.
-    assert (await receive(api, reply(original, "approve"))).outcome == "decided"
+    # The token still works: answering the answer (its References carry the
+    # token; it has no Reply-To) decides now.
+    again = reply(answer.message, "approve")
+    assert email_message_of(again)["To"] == MAIL_FROM
+    assert (await receive(api, again)).outcome == "decided"
+    assert (await request_of(api, rid))["status"] == "approved"
 
 
 def email_message_of(raw: bytes) -> EmailMessage:

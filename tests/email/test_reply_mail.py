@@ -228,3 +228,20 @@ async def test_new_work_refused_while_it_is_not_available(
     assert (got.outcome, got.reason) == ("refused", "not_available"), got
     [answer] = await mails_to(relay, ANA, 1)
     assert "not available" in text_of(answer)
+
+
+@pytest.mark.parametrize("settings", [{"attachment_max_bytes": 1024}], indirect=True)
+async def test_an_attachment_over_the_limit_posts_nothing(
+    team: dict[str, Any], relay: Relay
+) -> None:
+    api, sid = team["api"], team["sid"]
+    parent = await agent_mail(api, team)
+    token = await mail_token(gateway_of(api), sid, parent)
+    raw = reply(agent_email(token), "Here it is.",
+                files=[("big.bin", "application/octet-stream", b"x" * 2048)])  # fmt: skip
+    got = await receive(api, raw)
+    assert (got.outcome, got.reason) == ("refused", "not_posted"), got
+    r = await api.http.get(f"/api/v1/mail/{parent}/thread", headers=api.auth("ana"))
+    assert not [m for m in r.json()["items"] if m["parent_mail_id"] == parent]
+    [answer] = await mails_to(relay, ANA, 1)
+    assert "Your reply was not sent" in text_of(answer) and "1024" in text_of(answer)

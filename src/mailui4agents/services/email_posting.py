@@ -12,7 +12,7 @@ from mailui4agents.domain import reply_words
 from mailui4agents.domain.email_parts import InboundFile
 from mailui4agents.domain.errors import invalid_value
 from mailui4agents.domain.results import Sent
-from mailui4agents.services import access, attachments, reading, sending
+from mailui4agents.services import access, attachments, reading, sending, size_limits
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
@@ -53,6 +53,7 @@ async def post_reply(
     `who` may not read that mail."""
     if not body.strip() and not files:
         raise invalid_value("body", "the reply says nothing: write above the quoted e-mail")
+    size_limits.check_mail(gw.settings, subject, body)  # before any file is stored
     async with gw.write() as s:  # a write: the read is logged, the mail marked read
         parent = await reading.read_mail(s, access.Reader(who), parent_mail_id, body_limit=None)
     to = str(parent.get("reply_address") or parent["from"])
