@@ -142,7 +142,8 @@ async def test_approve_approves_and_the_token_then_works_no_more(
     req = await request_of(api, rid)
     assert (req["status"], req["note"]) == ("approved", None)
     [answer] = [m for m in await mails_to(relay, ANA, 2) if "Nothing changed" in text_of(m)]
-    assert f"already decided by ana from {ANA}" in text_of(answer), text_of(answer)
+    said = text_of(answer)
+    assert f"already decided by ana from {ANA}" in said and "(channel: email)" in said, said
     assert any("already_decided" in d for d in await refusals(api, rid))
 
 

@@ -325,8 +325,7 @@ async def _decide(job: _Job, request_id: str) -> Received:
     if row is None:
         raise _Refusal("bad_token", "the request is gone")
     if row.status != "pending":
-        said = permissions.already_decided(row).message
-        raise _Refusal("already_decided", said, f"Nothing changed: {said}.")
+        raise _already(permissions.already_decided(row))
     if tok.used_at is not None:
         raise _used()
     words = reply_words.read_decision(
@@ -353,12 +352,21 @@ async def _decide(job: _Job, request_id: str) -> Received:
             got = Received("decided", None, said)
             await _record(s, job, got)
     except Conflict as exc:
-        raise _Refusal("already_decided", exc.message, f"Nothing changed: {exc.message}.") from None
+        raise _already(exc) from None
     except (Forbidden, NotFound) as exc:
         raise _Refusal("not_decider", exc.message, f"Nothing changed: {exc.message}.") from None
     except DomainError as exc:
         raise _Refusal("bad_decision", exc.message, f"Nothing changed: {exc.message}") from None
     return _logged(job, got)
+
+
+def _already(conflict: Conflict) -> _Refusal:
+    """Decided before this reply: who decided, from where, on which channel."""
+    said = conflict.message
+    channel = conflict.extra.get("channel")
+    if channel:
+        said = f"{said} (channel: {channel})"
+    return _Refusal("already_decided", said, f"Nothing changed: {said}.")
 
 
 def _used() -> _Refusal:
