@@ -72,4 +72,5 @@ async def stats(who: Admin, gw: GatewayDep) -> EmailStatsOut:
         relay=sender.relay.shown() if sender is not None else None,
         counts=dict(sender.counts) if sender is not None else {},
         queue=queue,
+        inbound=dict(gw.email_in_counts),
     )

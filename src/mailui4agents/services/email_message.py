@@ -211,3 +211,40 @@ def request_mail(
 
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.splitlines())
+
+
+# --- an answer to a person's e-mail ----------------------------------------------------
+
+MAX_REFERENCES = 20  # Message-IDs an answer's References carries (the newest)
+
+
+def answer_mail(
+    *,
+    outbox_id: str,
+    mail_from: str,
+    to: str,
+    subject: str,
+    in_reply_to: str | None,
+    references: list[str],
+    text: str,
+) -> tuple[str, str]:
+    """The Message-ID and text of the gateway's answer to a person's e-mail
+    (services/email_inbound.py): in its thread (In-Reply-To their Message-ID,
+    References theirs and it), marked an automatic reply (RFC 3834) so that no
+    vacation notice answers it back."""
+    mid = message_id(outbox_id, mail_from)
+    bare = " ".join(subject.split())[:200] or "agentmail"
+    msg = EmailMessage()
+    msg["From"] = mail_from
+    msg["To"] = to
+    msg["Subject"] = bare if bare.lower().startswith("re:") else f"Re: {bare}"
+    msg["Date"] = email.utils.format_datetime(utcnow())
+    msg["Message-ID"] = mid
+    if in_reply_to:
+        msg["In-Reply-To"] = in_reply_to
+    refs = [*references, *([in_reply_to] if in_reply_to else [])][-MAX_REFERENCES:]
+    if refs:
+        msg["References"] = " ".join(dict.fromkeys(refs))
+    msg["Auto-Submitted"] = "auto-replied"
+    msg.set_content(text, cte="quoted-printable")
+    return mid, serialise(msg)

@@ -3,6 +3,8 @@ e-mail sender's counters."""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from mailui4agents.wire.models import Lenient, Timestamp
 
 
@@ -40,12 +42,15 @@ class EmailRemoved(Lenient):
 
 class EmailStatsOut(Lenient):
     """`counts`: this process's outcomes since it started; `queue`: the outbox
-    rows in each state, all replicas together (final ones kept a day)."""
+    rows in each state, all replicas together (final ones kept a day);
+    `inbound`: this process's outcomes of e-mail that came in
+    (services/email_inbound.py)."""
 
     configured: bool
     relay: str | None = None
     counts: dict[str, int]
     queue: dict[str, int]
+    inbound: dict[str, int] = Field(default_factory=dict)
 
 
 class WorkspaceAliasOut(Lenient):
