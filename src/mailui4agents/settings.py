@@ -275,7 +275,7 @@ class Settings(BaseModel):
         description="First wait before an e-mail is retried (a 4xx answer, no "
         "connection); doubled each attempt.",
     )
-    # E-mail in (docs/email.md, "Receiving").
+    # E-mail in (docs/email.md, "Replies").
     imap_url: str | None = Field(
         default=None,
         description="The gateway's own mailbox that replies arrive in: "
@@ -304,12 +304,6 @@ class Settings(BaseModel):
         description="HOST:PORT of an SMTP listener that takes the replies (for those "
         "who run an MX that forwards to it). None: no listener.",
     )
-    email_in_max_bytes: int = Field(
-        default=10 * 1024 * 1024,
-        ge=1024,
-        description="Largest inbound e-mail, bytes: the SMTP listener refuses a bigger one "
-        "(552), the IMAP fetcher leaves it in the mailbox unread.",
-    )
     email_in_per_pass: int = Field(
         default=50,
         ge=1,
@@ -320,6 +314,13 @@ class Settings(BaseModel):
         default=False,
         description="Accept a reply only with a DKIM signature of the From address's "
         "domain that verifies.",
+    )
+    email_in_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1024,
+        description="Largest inbound e-mail read, in bytes (10 MiB); a larger one is "
+        "refused (`too_big`) before it is parsed. The SMTP listener refuses it (552), the "
+        "IMAP fetcher leaves it in the mailbox unread.",
     )
     email_links_require_login: bool = Field(
         default=False,
