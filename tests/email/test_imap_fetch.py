@@ -391,3 +391,24 @@ async def test_without_idle_the_fetcher_polls_every_imap_poll_s(
         await rec.wait(1, within_s=5)
     assert f.counts["idles"] == 0 and f.counts["passes"] >= 2
     assert message_ids(rec.got) == ["<reply.9@example.org>"]
+
+
+async def test_with_the_real_receive_a_strangers_mail_is_refused_recorded_and_removed(
+    dovecot: Dovecot, gateway_settings: Settings
+) -> None:
+    """No recorder: services/email_inbound.receive itself. A mail from an address
+    nobody verified is refused (`unknown_sender`), which is an outcome, not an
+    error: the fetcher removes it, and the inbound log holds it once."""
+    from tests.conftest import started_app
+    from tests.pg_fixtures import db_scalar
+
+    deliver(dovecot, 5)
+    async with started_app(gateway_settings) as app:
+        gw = app.state.gateway
+        await until(gw.imap, "removed", 1)
+        assert gw.imap.counts["outcome_refused"] == 1
+        assert gw.imap.counts["handler_errors"] == 0
+        assert gw.email_in_counts["refused:unknown_sender"] == 1
+    assert dovecot.count(GATEWAY) == 0
+    sql = "SELECT count(*) FROM email_inbound WHERE via = 'imap' AND reason = 'unknown_sender'"
+    assert await anyio.to_thread.run_sync(lambda: db_scalar(gateway_settings, sql)) == 1

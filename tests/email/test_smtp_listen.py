@@ -164,3 +164,15 @@ def test_settings_refuse_a_listener_address_that_is_not_host_port(tmp_path: Path
     with pytest.raises(ValueError, match="smtp_listen needs mail_from"):
         Settings(data_dir=tmp_path, smtp_listen="127.0.0.1:2525")
     Settings(data_dir=tmp_path, smtp_listen="[::1]:2525", mail_from=MAIL_FROM)
+
+
+async def test_with_the_real_receive_a_strangers_mail_is_taken_250_and_refused(
+    api: Api,
+) -> None:
+    """No recorder: receive() refuses a mail nobody verified (an outcome, so the
+    MX is told 250 and does not send it again)."""
+    gw = gateway_of(api)
+    assert gw.smtp_in is not None
+    assert await in_thread(send, gw.smtp_in.port, ["agentmail+tok@gw.test"]) == {}
+    assert gw.smtp_in.counts["outcome_refused"] == 1
+    assert gw.email_in_counts["refused:unknown_sender"] == 1
