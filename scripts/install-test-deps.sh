@@ -4,7 +4,9 @@
 # (npm, pinned) for the accessibility check, into .cache/ (not committed); and
 # the PostgreSQL server binaries (Debian package `postgresql`: initdb, pg_ctl,
 # the `postgres` user) for the throwaway clusters of tests/pg_fixtures.py; and
-# Caddy (Debian package `caddy`), the reverse proxy of tests/e2e/test_proxy_caddy.py.
+# Caddy (Debian package `caddy`), the reverse proxy of tests/e2e/test_proxy_caddy.py;
+# and Dovecot (Debian packages `dovecot-imapd`, `dovecot-lmtpd`), the IMAP mailboxes
+# and the LMTP delivery of the e-mail tests (tests/fakes/dovecot.py).
 # Under CI=true anything missing afterwards is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +57,24 @@ if ! command -v caddy >/dev/null; then
   command -v caddy >/dev/null || { echo "caddy missing: apt-get install caddy" >&2; missing=1; }
 fi
 
+if ! command -v dovecot >/dev/null || [ ! -x /usr/lib/dovecot/imap ] || [ ! -x /usr/lib/dovecot/lmtp ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing dovecot-imapd and dovecot-lmtpd (Debian packages)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dovecot-imapd dovecot-lmtpd >/dev/null
+    # The package enables a system service on :143/:993; the tests run their own
+    # (with a configuration of their own, on free loopback ports).
+    if command -v systemctl >/dev/null; then
+      systemctl stop dovecot.service dovecot.socket 2>/dev/null || true
+      systemctl disable dovecot.service dovecot.socket 2>/dev/null || true
+    fi
+    # Without systemd (a container) the package's init script started it.
+    if [ -x /etc/init.d/dovecot ]; then /etc/init.d/dovecot stop >/dev/null 2>&1 || true; fi
+  fi
+  { command -v dovecot >/dev/null && [ -x /usr/lib/dovecot/imap ] && [ -x /usr/lib/dovecot/lmtp ]; } ||
+    { echo "dovecot missing: apt-get install dovecot-imapd dovecot-lmtpd" >&2; missing=1; }
+fi
+
 AXE=.cache/axe-core-$AXE_VERSION/node_modules/axe-core/axe.min.js
 if [ ! -f "$AXE" ]; then
   if command -v npm >/dev/null; then
@@ -72,7 +92,7 @@ if [ ! -f "$AXE" ]; then
 fi
 
 if [ "$missing" = 1 ] && [ "${CI:-}" = "true" ]; then
-  echo "CI=true: test dependencies missing (browser, PostgreSQL or Caddy)" >&2
+  echo "CI=true: test dependencies missing (browser, PostgreSQL, Caddy or Dovecot)" >&2
   exit 1
 fi
 exit 0

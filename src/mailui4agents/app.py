@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -99,10 +99,32 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     gw.push = push_send.PushSender(settings, db, key)
     if settings.smtp_url is not None:  # docs/email.md
         gw.email = email_send.EmailSender(settings, db, email_send.load_password(settings))
+    inbound(gw)
     async with gw.write() as s:
         await event_log.take_event_lock(s)  # replicas starting together: one admin
         generated = await identity.ensure_admin(s, hasher, settings.admin_password)
     return gw, generated
+
+
+def inbound(gw: Gateway) -> None:
+    """The transports of inbound e-mail (docs/email.md, "Receiving"), each handing
+    what it got to email_inbound.receive."""
+    settings = gw.settings
+    if settings.imap_url is not None:
+        from mailui4agents.services import email_fetch, email_inbound
+
+        async def from_imap(raw: bytes) -> email_inbound.Received:
+            return await email_inbound.receive(gw, raw, via="imap")
+
+        password = email_fetch.load_password(settings)
+        gw.imap = email_fetch.ImapFetcher(settings, password, from_imap)
+    if settings.smtp_listen is not None:
+        from mailui4agents.services import email_inbound, email_listen
+
+        async def from_smtp(raw: bytes, rcpt_tos: Sequence[str]) -> email_inbound.Received:
+            return await email_inbound.receive(gw, raw, via="smtp", envelope_to=rcpt_tos)
+
+        gw.smtp_in = email_listen.SmtpListener(settings, from_smtp)
 
 
 def fixed_at_build(settings: Settings) -> tuple[int, int]:
@@ -134,6 +156,10 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
                 tg.start_soon(gw.push.run, stop)
             if gw.email is not None:
                 tg.start_soon(gw.email.run, stop)
+            if gw.imap is not None:
+                tg.start_soon(gw.imap.run, stop)
+            if gw.smtp_in is not None:
+                await gw.smtp_in.start()  # a port already taken stops the start here
             if not gw.db.is_sqlite:  # replicas wake each other (docs/postgres.md)
                 tg.start_soon(pg_listen.listen, gw.db.url, gw.hub, stop)
             try:
@@ -141,6 +167,8 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
             finally:
                 stop.set()  # the pass in progress finishes; nothing is cut midway
                 gw.hub.close()
+                if gw.smtp_in is not None:
+                    await gw.smtp_in.stop()
         await gw.db.dispose()
 
     app = FastAPI(

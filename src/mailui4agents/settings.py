@@ -304,6 +304,12 @@ class Settings(BaseModel):
         description="HOST:PORT of an SMTP listener that takes the replies (for those "
         "who run an MX that forwards to it). None: no listener.",
     )
+    email_in_per_pass: int = Field(
+        default=50,
+        ge=1,
+        description="Most messages the IMAP fetcher takes from the mailbox in one pass "
+        "(a full pass is followed by another at once).",
+    )
     require_dkim: bool = Field(
         default=False,
         description="Accept a reply only with a DKIM signature of the From address's "
@@ -313,7 +319,8 @@ class Settings(BaseModel):
         default=10 * 1024 * 1024,
         ge=1024,
         description="Largest inbound e-mail read, in bytes (10 MiB); a larger one is "
-        "refused (`too_big`) before it is parsed.",
+        "refused (`too_big`) before it is parsed. The SMTP listener refuses it (552), the "
+        "IMAP fetcher leaves it in the mailbox unread.",
     )
     email_links_require_login: bool = Field(
         default=False,
@@ -358,6 +365,24 @@ class Settings(BaseModel):
             parse_relay(value)  # ValueError says what is wrong
         return value
 
+    @field_validator("imap_url")
+    @classmethod
+    def _imap_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            from mailui4agents.domain.email_address import parse_mailbox
+
+            parse_mailbox(value)  # ValueError says what is wrong
+        return value
+
+    @field_validator("smtp_listen")
+    @classmethod
+    def _smtp_listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            from mailui4agents.domain.email_address import parse_listen
+
+            parse_listen(value)
+        return value
+
     @field_validator("public_url")
     @classmethod
     def _public_url(cls, value: str | None) -> str | None:
@@ -385,6 +410,13 @@ class Settings(BaseModel):
             raise ValueError("smtp_url needs mail_from (agentmail serve --mail-from ADDRESS)")
         if self.smtp_password_file is not None and self.smtp_password is not None:
             raise ValueError("give the SMTP password by a file or by the environment, not both")
+        if self.imap_password_file is not None and self.imap_password is not None:
+            raise ValueError("give the IMAP password by a file or by the environment, not both")
+        for name in ("imap_url", "smtp_listen"):
+            if getattr(self, name) is not None and self.mail_from is None:
+                # Replies come to mail_from's address (plus a token): its domain is the
+                # one the listener accepts and the one receive() reads tokens from.
+                raise ValueError(f"{name} needs mail_from (agentmail serve --mail-from ADDRESS)")
         return self
 
     def vapid_subject_or_default(self) -> str:

@@ -21,7 +21,9 @@ from mailui4agents.services.push_send import PushSender
 from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 
-if TYPE_CHECKING:  # aiosmtplib is imported only by a gateway that sends e-mail
+if TYPE_CHECKING:  # aiosmtplib and aiosmtpd are imported only by a gateway that mails
+    from mailui4agents.services.email_fetch import ImapFetcher
+    from mailui4agents.services.email_listen import SmtpListener
     from mailui4agents.services.email_send import EmailSender
 
 
@@ -38,6 +40,10 @@ class Gateway:
     push: PushSender | None = field(default=None)
     # Sends queued e-mail (services/email_send.py) when smtp_url is set.
     email: EmailSender | None = field(default=None)
+    # Inbound e-mail (docs/email.md, "Receiving"): the IMAP fetcher when imap_url
+    # is set, the SMTP listener when smtp_listen is; the lifespan runs them.
+    imap: ImapFetcher | None = field(default=None)
+    smtp_in: SmtpListener | None = field(default=None)
     # Inbound e-mail's outcomes in this process (services/email_inbound.py):
     # decided, posted, started, duplicate, refused and refused:<reason>.
     email_in_counts: collections.Counter[str] = field(default_factory=collections.Counter)

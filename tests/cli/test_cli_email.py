@@ -114,6 +114,20 @@ async def test_add_list_verify_and_remove_an_address(
             ],
             "cannot read the SMTP password file",
         ),
+        (["--imap-url", "imaps://gw:secret@127.0.0.1:993/INBOX"], "must not hold the password"),
+        (["--imap-url", "imaps://gw@127.0.0.1:993/INBOX"], "needs mail_from"),
+        (
+            [
+                "--imap-url",
+                "imaps://gw@127.0.0.1:993/INBOX",
+                "--mail-from",
+                "a@gw.test",
+                "--imap-password-file",
+                "/nonexistent/imap-password",
+            ],
+            "cannot read the IMAP password file",
+        ),
+        (["--smtp-listen", "2525", "--mail-from", "a@gw.test"], "HOST:PORT"),
     ],
 )
 async def test_serve_refuses_a_bad_smtp_setup_before_it_starts(

@@ -9,9 +9,13 @@ from hypothesis import strategies as st
 
 from mailui4agents.domain.email_address import (
     BadAddress,
+    Listen,
+    Mailbox,
     Relay,
     is_loopback,
     normalise_address,
+    parse_listen,
+    parse_mailbox,
     parse_relay,
 )
 
@@ -106,3 +110,49 @@ def test_loopback_is_localhost_and_loopback_addresses_only() -> None:
     assert not any(
         is_loopback(h) for h in ("192.0.2.2", "mail.example.org", "localhost.evil.test", "::")
     )
+
+
+def test_imap_urls() -> None:
+    assert parse_mailbox("imaps://agentmail%40example.org@imap.example.org") == Mailbox(
+        "imap.example.org", 993, True, "agentmail@example.org", "INBOX"
+    )
+    box = parse_mailbox("imap://gw@127.0.0.1:1143/Needs%20reply")
+    assert (box.port, box.implicit_tls, box.mailbox, box.loopback) == (
+        1143,
+        False,
+        "Needs reply",
+        True,
+    )
+    assert parse_mailbox("imap://gw@mail.example.org").port == 143
+    assert not parse_mailbox("imap://gw@mail.example.org").loopback  # STARTTLS required
+    shown = parse_mailbox("imaps://gw@[::1]:993/INBOX").shown()
+    assert shown == "imaps://gw@[::1]:993/INBOX"
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("imaps://gw:secret@imap.example.org", "password"),
+        ("https://gw@imap.example.org", "imaps://"),
+        ("imaps://imap.example.org", "user"),
+        ("imaps://gw@", "host"),
+        ("imaps://gw@imap.example.org:0", "port"),
+        ("imaps://gw@imap.example.org:x", "port"),
+        ("imaps://gw@imap.example.org/INBOX?x=1", "query"),
+        ("imaps://gw@imap.example.org/Bo%C3%AEte", "ASCII"),
+        ("imaps://gw@imap.example.org/a%0Ab", "ASCII"),
+        ("imaps://gw@imap.example.org/" + "a" * 201, "200"),
+    ],
+)
+def test_bad_imap_urls_say_what_is_wrong(url: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        parse_mailbox(url)
+
+
+def test_listener_addresses() -> None:
+    assert parse_listen("127.0.0.1:2525") == Listen("127.0.0.1", 2525)
+    assert parse_listen("[::1]:25") == Listen("::1", 25)
+    assert parse_listen("0.0.0.0:0") == Listen("0.0.0.0", 0)  # 0: a free port
+    for bad in ("2525", ":25", "::1:25", "[::1:25", "host:65536", "host:-1", "host:"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)

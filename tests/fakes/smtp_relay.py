@@ -11,6 +11,12 @@ saying so (the "did the relay take it?" case). With `users`, AUTH is required
 and checked (plain, over the clear loopback connection: aiosmtpd's
 `auth_require_tls=False`). `wait(n)` / `await wait_async(n)` wait for messages
 with a deadline, never a sleep.
+
+With `deliver_to` (a tests/fakes/dovecot.Dovecot), each message it takes is
+also delivered into Dovecot by LMTP before DATA is answered, as a provider's
+relay delivers into its mailboxes: a request e-mail lands in the person's
+mailbox, read with imaplib like a mail client. LMTP's refusal (an unknown
+mailbox) becomes the relay's answer to DATA, and the message is not recorded.
 """
 
 from __future__ import annotations
@@ -46,8 +52,9 @@ class Received:
 
 
 class Relay:
-    def __init__(self, users: dict[str, str] | None = None) -> None:
+    def __init__(self, users: dict[str, str] | None = None, deliver_to: Any = None) -> None:
         self.users = users
+        self.deliver_to = deliver_to  # a Dovecot (tests/fakes/dovecot.py), or None
         self.messages: list[Received] = []
         self.commands: list[str] = []  # "RCPT <to>: answer", "DATA: answer", "AUTH: ok|bad"
         self._answers: dict[str, collections.deque[str]] = {
@@ -97,6 +104,11 @@ class Relay:
         self._note(f"DATA: {said}")
         if said.startswith("250") or said == DROP:
             data = bytes(envelope.original_content or b"")
+            if self.deliver_to is not None:
+                refused = await self._lmtp(str(envelope.mail_from), list(envelope.rcpt_tos), data)
+                if refused is not None:
+                    self._note(f"LMTP: {refused}")
+                    return refused
             msg = email.message_from_bytes(data, policy=email.policy.default)
             assert isinstance(msg, email.message.EmailMessage)
             tls = server.transport is not None and bool(
@@ -120,6 +132,14 @@ class Relay:
             transport.abort()  # taken, but the client never hears so
             return "250 2.0.0 Ok: queued"
         return said
+
+    async def _lmtp(self, mail_from: str, rcpt_tos: list[str], data: bytes) -> str | None:
+        """Deliver into Dovecot (in a thread: smtplib blocks); the first refusal, or None."""
+        said = await asyncio.get_running_loop().run_in_executor(
+            None, self.deliver_to.lmtp_deliver, mail_from, rcpt_tos, data
+        )
+        refused = [answer for answer in said.values() if not answer.startswith("250")]
+        return refused[0] if refused else None
 
     def _authenticate(
         self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any
@@ -170,11 +190,13 @@ def smtp_relay(
     tls: ssl.SSLContext | None = None,
     implicit_tls: bool = False,
     port: int = 0,
+    deliver_to: Any = None,
 ) -> Iterator[Relay]:
     """A relay listening on `host` (`port`; 0: a free one) until the block ends. With `tls` (a
     server context): STARTTLS offered and required, or with `implicit_tls` TLS
-    from the first byte (smtps)."""
-    relay = Relay(users)
+    from the first byte (smtps). With `deliver_to` (a Dovecot), every message taken
+    is delivered into it by LMTP."""
+    relay = Relay(users, deliver_to)
     relay.host = host
     relay.scheme = "smtps" if implicit_tls else "smtp"
     loop = asyncio.new_event_loop()

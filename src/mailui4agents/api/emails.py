@@ -13,7 +13,12 @@ from mailui4agents.api.pages import page
 from mailui4agents.api.validation import StrictBody
 from mailui4agents.domain.email_address import MAX_ADDRESS
 from mailui4agents.services import email_addresses, email_send
-from mailui4agents.wire.email import EmailAddressOut, EmailRemoved, EmailStatsOut
+from mailui4agents.wire.email import (
+    EmailAddressOut,
+    EmailRemoved,
+    EmailStatsOut,
+    InboundStatsOut,
+)
 from mailui4agents.wire.models import Page
 
 router = APIRouter(prefix="/api/v1/me/emails", tags=["email"])
@@ -67,10 +72,25 @@ async def stats(who: Admin, gw: GatewayDep) -> EmailStatsOut:
     async with gw.read() as s:
         queue = await email_send.queue_counts(s)
     sender = gw.email
+    imap = listener = None
+    if gw.imap is not None:
+        imap = InboundStatsOut(
+            source=gw.imap.mailbox.shown(),
+            counts=dict(gw.imap.counts),
+            last_error=gw.imap.last_error,
+        )
+    if gw.smtp_in is not None:
+        where = gw.smtp_in.where
+        host = f"[{where.host}]" if ":" in where.host else where.host
+        listener = InboundStatsOut(
+            source=f"{host}:{gw.smtp_in.port}", counts=dict(gw.smtp_in.counts)
+        )
     return EmailStatsOut(
         configured=sender is not None,
         relay=sender.relay.shown() if sender is not None else None,
         counts=dict(sender.counts) if sender is not None else {},
         queue=queue,
         inbound=dict(gw.email_in_counts),
+        imap=imap,
+        smtp_listener=listener,
     )

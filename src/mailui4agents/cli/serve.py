@@ -138,6 +138,31 @@ def _root_path(value: str) -> str:
     metavar="ADDRESS",
     help="The From address of the gateway's e-mail, e.g. agentmail@example.org.",
 )
+@click.option(
+    "--imap-url",
+    default=None,
+    metavar="URL",
+    help="Fetch replies from this mailbox: imaps://user@host:993/INBOX, or imap://… "
+    '(STARTTLS); no password in it (docs/email.md, "Receiving").',
+)
+@click.option(
+    "--imap-password-file",
+    default=None,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A file whose first line is the IMAP password (else AGENTMAIL_IMAP_PASSWORD).",
+)
+@click.option(
+    "--smtp-listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="Take replies by SMTP on this address, from your own MX (docs/email.md).",
+)
+@click.option(
+    "--require-dkim",
+    is_flag=True,
+    default=None,
+    help="Accept a reply only with a verifying DKIM signature of its From domain.",
+)
 def serve(
     host: str,
     port: int,
@@ -152,6 +177,10 @@ def serve(
     smtp_url: str | None,
     smtp_password_file: Path | None,
     mail_from: str | None,
+    imap_url: str | None,
+    imap_password_file: Path | None,
+    smtp_listen: str | None,
+    require_dkim: bool | None,
 ) -> None:
     """Run the gateway. Migrations are applied at start."""
     _check_tls(tls_cert, tls_key)
@@ -170,14 +199,22 @@ def serve(
             smtp_url=smtp_url,
             smtp_password_file=smtp_password_file,
             mail_from=mail_from,
+            imap_url=imap_url,
+            imap_password_file=imap_password_file,
+            smtp_listen=smtp_listen,
+            require_dkim=require_dkim,
         )
     except ValueError as exc:  # pydantic's ValidationError: say which setting, not a traceback
         raise click.UsageError(str(exc)) from exc
-    if settings.smtp_url is not None:  # an unreadable password file stops the start here
-        from mailui4agents.services.email_send import EmailNotConfigured, load_password
+    if settings.smtp_url is not None or settings.imap_url is not None:
+        # An unreadable password file stops the start here.
+        from mailui4agents.services.email_send import EmailNotConfigured, password_from
 
         try:
-            load_password(settings)
+            if settings.smtp_url is not None:
+                password_from(settings.smtp_password_file, settings.smtp_password, "SMTP")
+            if settings.imap_url is not None:
+                password_from(settings.imap_password_file, settings.imap_password, "IMAP")
         except EmailNotConfigured as exc:
             raise click.UsageError(str(exc)) from exc
     app = create_app(settings, on_admin_password=_print_admin_password)

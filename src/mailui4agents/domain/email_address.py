@@ -120,3 +120,95 @@ def parse_relay(url: str) -> Relay:
         raise ValueError("the SMTP URL's port must be a number from 1 to 65535")
     username = unquote(parts.username) if parts.username else None
     return Relay(host=host, port=port, implicit_tls=implicit, username=username)
+
+
+MAX_MAILBOX = 200
+
+
+@dataclass(frozen=True)
+class Mailbox:
+    """The gateway's own IMAP mailbox (`--imap-url`): `imaps://user@host:port/MAILBOX`
+    (TLS from the first byte) or `imap://…` (STARTTLS, required unless the host is
+    loopback). MAILBOX is INBOX unless named."""
+
+    host: str
+    port: int
+    implicit_tls: bool
+    username: str
+    mailbox: str
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+    def shown(self) -> str:
+        """The URL again, for logs and errors (it never holds a password)."""
+        scheme = "imaps" if self.implicit_tls else "imap"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{self.username}@{host}:{self.port}/{self.mailbox}"
+
+
+def parse_mailbox(url: str) -> Mailbox:
+    """The mailbox of `--imap-url`; ValueError saying what is wrong. As for the SMTP
+    URL, a password in it is refused."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("imap", "imaps"):
+        raise ValueError(
+            "the IMAP URL must start imaps:// or imap://, e.g. imaps://user@host:993/INBOX"
+        )
+    if parts.password is not None:
+        raise ValueError(
+            "the IMAP URL must not hold the password: use --imap-password-file or "
+            "AGENTMAIL_IMAP_PASSWORD"
+        )
+    if parts.query or parts.fragment:
+        raise ValueError("the IMAP URL has no query or fragment: imap[s]://user@host:port/MAILBOX")
+    host = parts.hostname
+    if not host:
+        raise ValueError("the IMAP URL needs a host, e.g. imaps://user@imap.example.org:993")
+    if not parts.username:
+        raise ValueError("the IMAP URL needs the user to log in as, e.g. imaps://user@host:993")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("the IMAP URL's port must be a number from 1 to 65535") from None
+    implicit = parts.scheme == "imaps"
+    if port is None:
+        port = 993 if implicit else 143
+    if not 1 <= port <= 65535:
+        raise ValueError("the IMAP URL's port must be a number from 1 to 65535")
+    mailbox = unquote(parts.path.lstrip("/")) or "INBOX"
+    if (
+        len(mailbox) > MAX_MAILBOX
+        or not mailbox.isascii()
+        or any(ord(c) < 32 or ord(c) == 127 for c in mailbox)
+    ):
+        raise ValueError(
+            f"the IMAP URL's mailbox must be at most {MAX_MAILBOX} printable ASCII characters"
+        )
+    return Mailbox(host, port, implicit, unquote(parts.username), mailbox)
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where the SMTP listener (`--smtp-listen HOST:PORT`) binds; port 0: a free one."""
+
+    host: str
+    port: int
+
+
+def parse_listen(text: str) -> Listen:
+    """`HOST:PORT`, `[v6]:PORT`; ValueError saying what is wrong."""
+    value = text.strip()
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError("the SMTP listener is HOST:PORT, e.g. 127.0.0.1:2525")
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise ValueError("an IPv6 listener address is written [::1]:2525")
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("an IPv6 listener address is written [::1]:2525")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError("the SMTP listener's port must be a number from 0 to 65535")
+    return Listen(host, int(port_text))

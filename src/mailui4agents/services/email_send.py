@@ -33,10 +33,12 @@ import ssl
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import aiosmtplib
 import anyio
+from pydantic import SecretStr
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -73,21 +75,25 @@ class EmailNotConfigured(RuntimeError):
 def load_password(settings: Settings) -> str | None:
     """The SMTP password: the first line of smtp_password_file, else the
     environment's AGENTMAIL_SMTP_PASSWORD (Settings.smtp_password), else None."""
-    if settings.smtp_password_file is not None:
+    return password_from(settings.smtp_password_file, settings.smtp_password, "SMTP")
+
+
+def password_from(file: Path | None, secret: SecretStr | None, what: str) -> str | None:
+    """The first line of `file`, else `secret`, else None; EmailNotConfigured naming
+    the file when it cannot be read or is empty (the SMTP and the IMAP password)."""
+    if file is not None:
         try:
-            text = settings.smtp_password_file.read_text(encoding="utf-8")
+            text = file.read_text(encoding="utf-8")
         except OSError as exc:
             raise EmailNotConfigured(
-                f"cannot read the SMTP password file {settings.smtp_password_file}: {exc}"
+                f"cannot read the {what} password file {file}: {exc}"
             ) from None
         line = text.splitlines()[0] if text else ""
         if not line:
-            raise EmailNotConfigured(
-                f"the SMTP password file {settings.smtp_password_file} is empty"
-            )
+            raise EmailNotConfigured(f"the {what} password file {file} is empty")
         return line
-    if settings.smtp_password is not None:
-        return settings.smtp_password.get_secret_value()
+    if secret is not None:
+        return secret.get_secret_value()
     return None
 
 

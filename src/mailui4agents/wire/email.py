@@ -40,17 +40,29 @@ class EmailRemoved(Lenient):
     removed: str
 
 
+class InboundStatsOut(Lenient):
+    """One inbound transport in this process (docs/email.md, "Receiving"): where
+    it takes mail from, its counts since it started, its last error."""
+
+    source: str
+    counts: dict[str, int]
+    last_error: str | None = None
+
+
 class EmailStatsOut(Lenient):
     """`counts`: this process's outcomes since it started; `queue`: the outbox
     rows in each state, all replicas together (final ones kept a day);
     `inbound`: this process's outcomes of e-mail that came in
-    (services/email_inbound.py)."""
+    (services/email_inbound.py); `imap` and `smtp_listener`: the inbound
+    transports, null when not configured."""
 
     configured: bool
     relay: str | None = None
     counts: dict[str, int]
     queue: dict[str, int]
     inbound: dict[str, int] = Field(default_factory=dict)
+    imap: InboundStatsOut | None = None
+    smtp_listener: InboundStatsOut | None = None
 
 
 class WorkspaceAliasOut(Lenient):
