@@ -15,7 +15,7 @@ from tests.conftest import Api, make_settings
 from tests.fakes.smtp_relay import Relay, smtp_relay
 
 MAIL_FROM = "agentmail@gw.test"
-LINK = re.compile(r"http://gw/verify-email/([A-Za-z0-9_-]+)")
+LINK = re.compile(r"https?://[^/\s]+/verify-email/([A-Za-z0-9_-]+)")
 
 
 @pytest.fixture
