@@ -170,7 +170,9 @@ async def test_the_policy_switch_decides_and_a_persons_own_mail_is_not_mailed(
     assert got.rcpt_tos == ["bob@example.org"]  # ana's switch is off, bob's on
     # A person's mail (ana's, to the agent and bob) is mailed to nobody.
     relay.messages.clear()
-    r = await api.send("ana", ["agent-a@/srv/shop"], cc=["bob@/srv/shop"], parent_mail_id=mail["id"])
+    r = await api.send(
+        "ana", ["agent-a@/srv/shop"], cc=["bob@/srv/shop"], parent_mail_id=mail["id"]
+    )
     assert r.status_code == 201, r.text
     sender = gateway_of(api).email
     assert sender is not None

@@ -38,7 +38,7 @@ def read_mbox(data: bytes, tmp_path: Path) -> list[EmailMessage]:
     box = mailbox.mbox(path, create=False)
     try:
         out = []
-        for key in box.keys():
+        for key in box.iterkeys():
             msg = email.message_from_bytes(box.get_bytes(key), policy=email.policy.default)
             assert isinstance(msg, EmailMessage)
             out.append(msg)
