@@ -14,6 +14,7 @@ nothing here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import anyio
@@ -60,6 +61,16 @@ def thread_mail(ctx: MailContext, ancestors: list[str]) -> email_mail.ThreadMail
         ancestors=ancestors,
         files=files_of(ctx),
     )
+
+
+def _built(mid: str, text: str) -> Callable[[str], tuple[str, str]]:
+    """email_send.enqueue's `build` for a message made already: its Message-ID is
+    the mail's, not the outbox row's (one Message-ID for every copy)."""
+
+    def build(_outbox_id: str) -> tuple[str, str]:
+        return mid, text
+
+    return build
 
 
 async def queue_mail(s: AsyncSession, ctx: MailContext) -> int:
@@ -134,6 +145,6 @@ async def queue_mail(s: AsyncSession, ctx: MailContext) -> int:
             to=address,
             session_id=ctx.session.id,
             mail_id=mail.id,
-            build=lambda _outbox_id, text=text: (mid, text),  # type: ignore[misc]
+            build=_built(mid, text),
         )
     return len(found)
