@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mailui4agents.db.reach_tables import EmailAddressRow
 from mailui4agents.db.tables import UserRow
 from mailui4agents.db.types import utcnow
+from mailui4agents.domain import markdown
 from mailui4agents.services import email_mail, email_send, email_tokens, notify_policy
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.email_message import Personal, subject_tag
@@ -111,6 +112,7 @@ async def queue_mail(s: AsyncSession, ctx: MailContext) -> int:
     footer = f"{mail.from_name}'s mail in {tag}. Reply to this e-mail to answer in the session"
     footer += f", or open it: {base}/sessions/{ctx.session.id}" if base else "."
     expires = utcnow() + timedelta(seconds=settings.email_reply_ttl_s)
+    body_html = markdown.to_html(mail.body)  # once: the copies differ in their headers
     for user_id, username, address_id, address in found:
         token = await email_tokens.issue(
             s,
@@ -135,6 +137,7 @@ async def queue_mail(s: AsyncSession, ctx: MailContext) -> int:
                 addressee=(username, address),
                 personal=personal,
                 footer=footer,
+                body_html=body_html,
             )
         )
         await email_send.enqueue(

@@ -138,12 +138,14 @@ def build(
     addressee: tuple[str, str] | None = None,
     personal: Personal | None = None,
     footer: str | None = None,
+    body_html: str | None = None,
 ) -> EmailMessage:
     """The message of `mail`. `contents`: the bytes of the files carried as MIME
     parts, by attachment id; the other files are named with a link to the web
     UI. `addressee`: (name, address) of the person this copy goes to; `personal`:
     its reply address and token (services/email_tokens.py); `footer`: a last
-    paragraph (what a reply does)."""
+    paragraph (what a reply does); `body_html`: `markdown.to_html(mail.body)`
+    made already (once for all the copies of a mail)."""
     in_reply_to, refs = references(mail, mail_from)
     if personal is not None and personal.token_reference:
         refs.append(personal.token_reference)
@@ -168,7 +170,7 @@ def build(
     base = public_url.rstrip("/") if public_url else None
     left = [f for f in mail.files if f.attachment_id not in contents]
     plain = [mail.body.rstrip("\n")]
-    rich = [markdown.to_html(mail.body)]
+    rich = [markdown.to_html(mail.body) if body_html is None else body_html]
     if left:
         lines, items = ["Attachments not in this e-mail:"], []
         for f in left:
