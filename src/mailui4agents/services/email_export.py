@@ -145,7 +145,7 @@ def mbox_entry(at: datetime, message: bytes) -> bytes:
     """One message of an mbox: the `From ` line, the message with LF line ends,
     a blank line. No line of our messages starts with `From ` (email_mail.to_text),
     so nothing needs quoting."""
-    stamp = at.strftime("%a %b %d %H:%M:%S %Y").encode("ascii")
+    stamp = f"{at:%a %b} {at.day:2d} {at:%H:%M:%S %Y}".encode("ascii")  # asctime's form
     return b"From agentmail " + stamp + b"\n" + message.replace(b"\r\n", b"\n") + b"\n"
 
 
