@@ -51,7 +51,14 @@ from mailui4agents.services import email_send, identity, push_keys, push_send, s
 from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from mailui4agents.web import calendar_page, devices_page, email_page, notify_page, pwa
+from mailui4agents.web import (
+    calendar_page,
+    devices_page,
+    email_page,
+    export_page,
+    notify_page,
+    pwa,
+)
 from mailui4agents.web import views as web_views
 
 SQLITE_PREFIX = "sqlite+aiosqlite:///"
@@ -174,6 +181,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
     app.include_router(notify_page.router)
     app.include_router(email_page.router)  # docs/email.md, "Addresses"
+    app.include_router(export_page.router)  # docs/email.md, "Export"
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
     document_errors(app)
