@@ -54,7 +54,9 @@ from mailui4agents.state import Gateway
 from mailui4agents.web import (
     calendar_page,
     devices_page,
+    email_links_page,
     email_page,
+    emails_page,
     export_page,
     notify_page,
     pwa,
@@ -181,6 +183,8 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
     app.include_router(notify_page.router)
     app.include_router(email_page.router)  # docs/email.md, "Addresses"
+    app.include_router(emails_page.router)
+    app.include_router(email_links_page.router)  # docs/email.md, "One-click links"
     app.include_router(export_page.router)  # docs/email.md, "Export"
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)

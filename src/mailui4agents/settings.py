@@ -287,7 +287,7 @@ class Settings(BaseModel):
         gt=0,
         description="How long the reply address of an e-mailed agent's mail stays valid (14 days).",
     )
-    # E-mail in (docs/email.md, "Not built yet").
+    # E-mail in (docs/email.md, "Replies").
     imap_url: str | None = Field(
         default=None,
         description="The gateway's own mailbox that replies arrive in: "
@@ -320,6 +320,12 @@ class Settings(BaseModel):
         default=False,
         description="Accept a reply only with a DKIM signature of the From address's "
         "domain that verifies.",
+    )
+    email_in_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1024,
+        description="Largest inbound e-mail read, in bytes (10 MiB); a larger one is "
+        "refused (`too_big`) before it is parsed.",
     )
     email_links_require_login: bool = Field(
         default=False,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import collections
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +38,12 @@ class Gateway:
     push: PushSender | None = field(default=None)
     # Sends queued e-mail (services/email_send.py) when smtp_url is set.
     email: EmailSender | None = field(default=None)
+    # Inbound e-mail's outcomes in this process (services/email_inbound.py):
+    # decided, posted, started, duplicate, refused and refused:<reason>.
+    email_in_counts: collections.Counter[str] = field(default_factory=collections.Counter)
+    # The TXT lookup DKIM keys are read with (services/email_dkim.py); None:
+    # dkimpy's own, over DNS. Tests give a resolver stub.
+    dkim_dns: Callable[..., bytes | None] | None = field(default=None)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:

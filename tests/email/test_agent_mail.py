@@ -16,8 +16,9 @@ from sqlalchemy import select
 from mailui4agents.db.reach_tables import EmailOutboxRow
 from mailui4agents.db.tables import SessionRow
 from mailui4agents.db.types import utcnow
-from mailui4agents.services import email_tokens
+from mailui4agents.services import email_inbound, email_tokens
 from tests.conftest import Api
+from tests.email import replies
 from tests.email.conftest import MAIL_FROM, gateway_of, link_token
 from tests.fakes.smtp_relay import Received, Relay
 
@@ -205,3 +206,30 @@ async def test_references_name_the_ancestors_oldest_first(
         f"<mail.{two['id']}@{domain}>",
     ]
     assert msg["In-Reply-To"] == f"<mail.{two['id']}@{domain}>"
+
+
+async def test_a_reply_to_the_e_mail_goes_on_in_the_session(
+    people: Api, relay: Relay, thread: dict[str, Any]
+) -> None:
+    """The round trip with the inbound side (services/email_inbound.py): the
+    e-mail as the relay delivered it, answered as a mail client does, becomes
+    ana's mail in the session, a reply to the agent's; bob's token is not ana's."""
+    api = people
+    mail = await reply(api, thread["first"], cc=["bob@/srv/shop"])
+    got = by_rcpt(await relay.wait_async(2))
+    original = got["ana@example.org"].message
+    done = await email_inbound.receive(
+        gateway_of(api), replies.reply(original, "Port 5433, thanks."), via="smtp"
+    )
+    assert done.outcome == "posted", done
+    r = await api.http.get(f"/api/v1/mail/{mail['id']}/thread", headers=api.auth("ana"))
+    assert r.status_code == 200, r.text
+    [mine] = [m for m in r.json()["items"] if m["parent_mail_id"] == mail["id"]]
+    assert mine["from"].split("@")[0] == "ana" and mine["body"] == "Port 5433, thanks."
+    # bob's copy answered from ana's address: another person's token, nothing posted.
+    wrong = await email_inbound.receive(
+        gateway_of(api),
+        replies.reply(got["bob@example.org"].message, "approve", sender="ana@example.org"),
+        via="smtp",
+    )
+    assert wrong.outcome == "refused", wrong

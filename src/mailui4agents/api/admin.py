@@ -1,15 +1,20 @@
-"""Admin: users (who is an admin, password resets), agents and agent keys."""
+"""Admin: users (who is an admin, password resets), agents and agent keys, and
+the workspace aliases of new work by e-mail (docs/email.md)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import Field
 
 from mailui4agents.api.deps import Admin, GatewayDep, bearer_token
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import AgentCreate, NameIn, PasswordIn, UserCreate, UserPatch
-from mailui4agents.services import agent_accounts, identity, logins, tasking
+from mailui4agents.api.validation import StrictBody
+from mailui4agents.domain.workspaces import MAX_WORKSPACE_BYTES
+from mailui4agents.services import agent_accounts, identity, logins, tasking, workspace_aliases
+from mailui4agents.wire.email import WorkspaceAliasOut, WorkspaceAliasRemoved
 from mailui4agents.wire.models import (
     AgentCreated,
     AgentOut,
@@ -143,3 +148,42 @@ async def revoke_key(name: str, key_id: str, _: Admin, gw: GatewayDep) -> Revoke
     async with gw.write() as s:
         await agent_accounts.revoke_agent_key(s, name, key_id)
     return Revoked(revoked=key_id)
+
+
+class WorkspaceAliasIn(StrictBody):
+    """The workspace an alias names: an absolute path (normalised)."""
+
+    workspace: str = Field(min_length=1, max_length=MAX_WORKSPACE_BYTES)
+
+
+@router.get("/workspace-aliases", response_model=Page[WorkspaceAliasOut])
+async def list_workspace_aliases(who: Admin, gw: GatewayDep) -> Page[WorkspaceAliasOut]:
+    """Every workspace alias, by name."""
+    async with gw.read() as s:
+        return page(await workspace_aliases.list_aliases(s, who), None)
+
+
+@router.put(
+    "/workspace-aliases/{alias}",
+    status_code=201,
+    response_model=WorkspaceAliasOut,
+    responses={200: {"model": WorkspaceAliasOut, "description": "an existing alias changed"}},
+)
+async def put_workspace_alias(
+    alias: str, body: WorkspaceAliasIn, who: Admin, gw: GatewayDep, response: Response
+) -> WorkspaceAliasOut:
+    """Name `workspace` `alias` for new work by e-mail (`claude+alias@domain`):
+    201 a new alias, 200 an existing one now names this workspace."""
+    async with gw.write() as s:
+        out, created = await workspace_aliases.put_alias(s, who, alias, body.workspace)
+    if not created:
+        response.status_code = 200
+    return out
+
+
+@router.delete("/workspace-aliases/{alias}", response_model=WorkspaceAliasRemoved)
+async def remove_workspace_alias(alias: str, who: Admin, gw: GatewayDep) -> WorkspaceAliasRemoved:
+    """Remove an alias; sessions started through it keep their workspace. 404 unknown."""
+    async with gw.write() as s:
+        await workspace_aliases.remove_alias(s, who, alias)
+    return WorkspaceAliasRemoved(removed=alias)

@@ -19,8 +19,6 @@ from mailui4agents.wire.models import Page
 router = APIRouter(prefix="/api/v1/me/emails", tags=["email"])
 stats_router = APIRouter(prefix="/api/v1/email", tags=["email"])
 
-VERIFY_PATH = "/verify-email"
-
 
 class EmailIn(StrictBody):
     address: str = Field(min_length=1, max_length=MAX_ADDRESS + 10)  # spaces are trimmed
@@ -29,7 +27,7 @@ class EmailIn(StrictBody):
 def verify_url(request: Request, token: str) -> str:
     """The verification page on the address the caller reached the gateway by
     (as for pairing links: api/devices.py)."""
-    return f"{str(request.base_url).rstrip('/')}{VERIFY_PATH}/{token}"
+    return email_addresses.verify_url(str(request.base_url), token)
 
 
 @router.get("", response_model=Page[EmailAddressOut])
@@ -74,4 +72,5 @@ async def stats(who: Admin, gw: GatewayDep) -> EmailStatsOut:
         relay=sender.relay.shown() if sender is not None else None,
         counts=dict(sender.counts) if sender is not None else {},
         queue=queue,
+        inbound=dict(gw.email_in_counts),
     )

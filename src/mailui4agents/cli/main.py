@@ -29,6 +29,7 @@ COMMANDS = {
     "serve": "mailui4agents.cli.serve:serve",
     "user": "mailui4agents.cli.admin:user",
     "agent": "mailui4agents.cli.admin:agent",
+    "workspace": "mailui4agents.cli.workspace:workspace",
     "login": "mailui4agents.cli.auth:login",
     "logout": "mailui4agents.cli.auth:logout",
     "tokens": "mailui4agents.cli.auth:tokens",

@@ -32,6 +32,13 @@ from mailui4agents.settings import Settings
 from mailui4agents.wire.email import EmailAddressOut, MailOutcome
 
 HOUR_S = 3600.0
+VERIFY_PATH = "/verify-email"  # the link's page: web/email_page.py
+
+
+def verify_url(base_url: str, token: str) -> str:
+    """The verification link on `base_url`, the address the person reached the
+    gateway by (as for pairing links), for the API and the web page alike."""
+    return f"{base_url.rstrip('/')}{VERIFY_PATH}/{token}"
 
 
 def _out(row: EmailAddressRow, last: EmailOutboxRow | None) -> EmailAddressOut:

@@ -142,6 +142,21 @@ class Personal:
     deny_link: str | None = None
 
 
+def request_links(text: RequestText, personal: Personal) -> list[tuple[str, str]]:
+    """The links of a request e-mail, labelled (docs/email.md, "One-click
+    links"): this copy's Approve and Deny (each opens a page with one button;
+    a question has none: its options, several or free text, are answered on
+    the web or by a reply), then Open, the request on the Approvals page."""
+    out: list[tuple[str, str]] = []
+    if personal.approve_link:
+        out.append(("Approve", personal.approve_link))
+    if personal.deny_link:
+        out.append(("Deny (with a note)", personal.deny_link))
+    if text.link:
+        out.append(("Open", text.link))
+    return out
+
+
 def request_mail(
     *,
     outbox_id: str,
@@ -156,18 +171,18 @@ def request_mail(
     personal = personal or Personal()
     mid = message_id(outbox_id, mail_from)
     root = thread_root(session_id, mail_from)
-    decide = (
-        f"Decide on the web: {text.link}"
-        if text.link
-        else "Decide in agentmail: the Approvals page, or `agentmail permissions`."
-    )
+    links = request_links(text, personal)
+    if links:
+        decide = "\n".join(f"{label}: {url}" for label, url in links)
+        link_html = "".join(
+            f'<p><a href="{html.escape(url, quote=True)}">{html.escape(label)}</a></p>'
+            for label, url in links
+        )
+    else:
+        decide = "Decide in agentmail: the Approvals page, or `agentmail permissions`."
+        link_html = f"<p>{html.escape(decide)}</p>"
     plain = "\n\n".join([*text.lines, _indent(text.shown), decide]) + "\n"
     paragraphs = "".join(f"<p>{html.escape(p)}</p>" for p in text.lines)
-    link_html = (
-        f'<p><a href="{html.escape(text.link, quote=True)}">Decide on the web</a></p>'
-        if text.link
-        else f"<p>{html.escape(decide)}</p>"
-    )
     body_html = nh3.clean(
         f"{paragraphs}<pre>{html.escape(text.shown)}</pre>{link_html}",
         tags={"p", "pre", "a"},
@@ -196,3 +211,40 @@ def request_mail(
 
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.splitlines())
+
+
+# --- an answer to a person's e-mail ----------------------------------------------------
+
+MAX_REFERENCES = 20  # Message-IDs an answer's References carries (the newest)
+
+
+def answer_mail(
+    *,
+    outbox_id: str,
+    mail_from: str,
+    to: str,
+    subject: str,
+    in_reply_to: str | None,
+    references: list[str],
+    text: str,
+) -> tuple[str, str]:
+    """The Message-ID and text of the gateway's answer to a person's e-mail
+    (services/email_inbound.py): in its thread (In-Reply-To their Message-ID,
+    References theirs and it), marked an automatic reply (RFC 3834) so that no
+    vacation notice answers it back."""
+    mid = message_id(outbox_id, mail_from)
+    bare = " ".join(subject.split())[:200] or "agentmail"
+    msg = EmailMessage()
+    msg["From"] = mail_from
+    msg["To"] = to
+    msg["Subject"] = bare if bare.lower().startswith("re:") else f"Re: {bare}"
+    msg["Date"] = email.utils.format_datetime(utcnow())
+    msg["Message-ID"] = mid
+    if in_reply_to:
+        msg["In-Reply-To"] = in_reply_to
+    refs = [*references, *([in_reply_to] if in_reply_to else [])][-MAX_REFERENCES:]
+    if refs:
+        msg["References"] = " ".join(dict.fromkeys(refs))
+    msg["Auto-Submitted"] = "auto-replied"
+    msg.set_content(text, cte="quoted-printable")
+    return mid, serialise(msg)

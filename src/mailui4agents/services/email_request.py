@@ -79,6 +79,10 @@ async def queue_request(
 
         return build
 
+    # One-click links decide approvals only (services/email_links.py): a
+    # question's options, several or free text, are answered on the web or by
+    # a reply, so a question's copy carries its reply token alone.
+    kinds = ("reply", "approve", "deny") if row.kind == "approval" else ("reply",)
     for user_id, username, address_id, address in found:
         tokens = {
             kind: await email_tokens.issue(
@@ -90,14 +94,14 @@ async def queue_request(
                 session_id=session.id,
                 expires_at=row.expires_at,
             )
-            for kind in ("reply", "approve", "deny")
+            for kind in kinds
         }
         links = f"{base.rstrip('/')}/email/decide/" if base else None
         personal = email_message.Personal(
             reply_to=email_tokens.reply_address(mail_from, tokens["reply"]),
             token_reference=email_tokens.reference(mail_from, tokens["reply"]),
-            approve_link=f"{links}{tokens['approve']}" if links else None,
-            deny_link=f"{links}{tokens['deny']}" if links else None,
+            approve_link=f"{links}{tokens['approve']}" if links and "approve" in tokens else None,
+            deny_link=f"{links}{tokens['deny']}" if links and "deny" in tokens else None,
         )
         await email_send.enqueue(
             s,

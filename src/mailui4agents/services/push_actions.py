@@ -17,6 +17,7 @@ was pushed, with channel "push" and the device's name. In one transaction:
 5. a conditional UPDATE marks the token used (of two racing posts of the same
    token, one wins; the other gets 401), then decide() settles the request with
    its own conditional UPDATE (of two devices racing, one wins; the other 409).
+Steps 2 to 5 are services/token_decisions.py, which e-mail links share.
 
 Receipts (`shown`, `opened`) need a token that is known and whose device still
 works, used or not (the "Already handled" notification reports too); each state
@@ -35,7 +36,7 @@ from mailui4agents.db.reach_tables import DeviceRow, PushActionTokenRow, Request
 from mailui4agents.db.tables import PermissionRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import DomainError, invalid_value, not_found
-from mailui4agents.services import access, permission_decisions, permissions, push
+from mailui4agents.services import access, push, token_decisions
 from mailui4agents.services.identity import hash_token
 from mailui4agents.services.permission_decisions import Choice
 from mailui4agents.services.principals import Principal
@@ -131,20 +132,26 @@ def _choice(row: PermissionRow, action: str, note: str | None, device: str) -> C
 
 
 async def act(s: AsyncSession, token: str, action: str, note: str | None) -> PermissionOut:
-    """Decide the token's request as its device's person (see the module text)."""
+    """Decide the token's request as its device's person (see the module text;
+    steps 2 to 5 are services/token_decisions.py's, shared with e-mail links)."""
     now = utcnow()
     got = await held(s, token, now)
-    if got.used_at is not None:
-        raise _refused("was used already")
-    if got.request.status != "pending":
-        raise permissions.already_decided(got.request, now)
-    if got.expires_at <= now:
-        raise _refused("has expired")
-    choice = _choice(got.request, action, note, got.device_name)
-    claimed = await s.execute(_USE, {"b_id": got.token_id, "b_now": now})
-    if not claimed.rowcount:  # type: ignore[attr-defined]
-        raise _refused("was used already")
-    return await permission_decisions.decide(s, got.person, got.request_id, choice)
+
+    async def claim() -> bool:
+        claimed = await s.execute(_USE, {"b_id": got.token_id, "b_now": now})
+        return bool(claimed.rowcount)  # type: ignore[attr-defined]
+
+    return await token_decisions.decide_once(
+        s,
+        got.person,
+        got.request,
+        used_at=got.used_at,
+        expires_at=got.expires_at,
+        now=now,
+        choice=lambda: _choice(got.request, action, note, got.device_name),
+        claim=claim,
+        refused=_refused,
+    )
 
 
 _RECEIPT_SEEN = select(RequestDeliveryRow.id).where(

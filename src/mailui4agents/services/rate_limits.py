@@ -83,16 +83,16 @@ def refuse_over(checks: Iterable[tuple[SlidingWindow, str]], what: str) -> None:
 
 class AddressGuess:
     """One use of an unguessable token from a client address (a notification's
-    action token, a push subscription's renewal). Only a bad one counts, as a
-    failed login of the address; a good one costs nothing, so receipts and taps
-    never use up the address's login attempts (behind a proxy without
-    --forwarded-allow-ips, everyone shares one address)."""
+    action token, an e-mail's one-click link, a push subscription's renewal).
+    Only a bad one counts, as a failed login of the address; a good one costs
+    nothing, so receipts and taps never use up the address's login attempts
+    (behind a proxy without --forwarded-allow-ips, everyone shares one address)."""
 
     def __init__(self, guard: LoginGuard, address: str) -> None:
         self.failures, self.address = guard.address_failures, address
         refuse_over(
             [(self.failures, address)],
-            "bad notification tokens or logins from this address",
+            "bad notification or e-mail link tokens, or logins, from this address",
         )
 
     def bad(self) -> None:

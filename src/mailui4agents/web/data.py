@@ -38,6 +38,7 @@ from mailui4agents.services import (
     request_cards,
     sending,
     sessions,
+    workspace_aliases,
 )
 from mailui4agents.services import grants as grant_service
 from mailui4agents.services.principals import Principal
@@ -50,6 +51,7 @@ from mailui4agents.web.shapes import (
     mail_json,
     request_json,
 )
+from mailui4agents.wire.email import WorkspaceAliasOut
 from mailui4agents.wire.models import (
     AgentOut,
     AttachmentRef,
@@ -312,6 +314,22 @@ async def users(gw: Gateway) -> list[UserOut]:
 async def agents(gw: Gateway) -> list[AgentOut]:
     async with gw.read() as s:
         return await agent_accounts.list_agents(s, gw.hub.connected)
+
+
+async def aliases(gw: Gateway, who: Principal) -> list[WorkspaceAliasOut]:
+    """The workspace aliases of new work by e-mail (services/workspace_aliases.py)."""
+    async with gw.read() as s:
+        return await workspace_aliases.list_aliases(s, who)
+
+
+async def put_alias(gw: Gateway, who: Principal, alias: str, workspace: str) -> None:
+    async with gw.write() as s:
+        await workspace_aliases.put_alias(s, who, alias, workspace)
+
+
+async def remove_alias(gw: Gateway, who: Principal, alias: str) -> None:
+    async with gw.write() as s:
+        await workspace_aliases.remove_alias(s, who, alias)
 
 
 async def add_user(gw: Gateway, username: str, password: str, is_admin: bool) -> None:

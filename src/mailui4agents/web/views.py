@@ -534,6 +534,7 @@ async def admin_page(request: Request) -> Response:
         user,
         users=await data.users(gw),
         agents=await data.agents(gw),
+        aliases=await data.aliases(gw, user.principal),
         grants=await data.grants(gw, user.principal),
         **await _common(request, user),
     )
@@ -570,6 +571,11 @@ async def admin_action(request: Request, action: str) -> Response:
             return _key_page(request, user, name, await data.rotate_key(gw, name))
         elif action == "revoke-key":
             await data.revoke_key(gw, _text(form, "name"), _text(form, "key_id"))
+        elif action == "alias":
+            alias, path = _text(form, "alias").strip(), _text(form, "workspace").strip()
+            await data.put_alias(gw, user.principal, alias, path)
+        elif action == "remove-alias":
+            await data.remove_alias(gw, user.principal, _text(form, "alias"))
         elif action == "revoke-grant":
             await data.revoke_grant(gw, user.principal, _text(form, "grant_id"))
         else:

@@ -3,6 +3,8 @@ e-mail sender's counters."""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from mailui4agents.wire.models import Lenient, Timestamp
 
 
@@ -40,9 +42,30 @@ class EmailRemoved(Lenient):
 
 class EmailStatsOut(Lenient):
     """`counts`: this process's outcomes since it started; `queue`: the outbox
-    rows in each state, all replicas together (final ones kept a day)."""
+    rows in each state, all replicas together (final ones kept a day);
+    `inbound`: this process's outcomes of e-mail that came in
+    (services/email_inbound.py)."""
 
     configured: bool
     relay: str | None = None
     counts: dict[str, int]
     queue: dict[str, int]
+    inbound: dict[str, int] = Field(default_factory=dict)
+
+
+class WorkspaceAliasOut(Lenient):
+    """A workspace alias the admin keeps for new work by e-mail: a mail to
+    `<agent>+<alias>@<domain>` starts a session in `workspace` (docs/email.md,
+    "New work by e-mail"). `created_by`: the admin who set it (None once that
+    user is gone)."""
+
+    alias: str
+    workspace: str
+    created_by: str | None = None
+    created_at: Timestamp
+
+
+class WorkspaceAliasRemoved(Lenient):
+    """The alias just removed."""
+
+    removed: str
