@@ -57,6 +57,7 @@ from mailui4agents.web import (
     email_links_page,
     email_page,
     emails_page,
+    export_page,
     notify_page,
     pwa,
 )
@@ -212,6 +213,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(email_page.router)  # docs/email.md, "Addresses"
     app.include_router(emails_page.router)
     app.include_router(email_links_page.router)  # docs/email.md, "One-click links"
+    app.include_router(export_page.router)  # docs/email.md, "Export"
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
     document_errors(app)

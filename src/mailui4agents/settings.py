@@ -275,6 +275,18 @@ class Settings(BaseModel):
         description="First wait before an e-mail is retried (a 4xx answer, no "
         "connection); doubled each attempt.",
     )
+    email_attach_max_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        ge=0,
+        description="Most bytes of attachments one e-mail of an agent's mail carries as "
+        "MIME parts (together, in the mail's order); the rest are links to the web UI "
+        "(public_url). 0: links only.",
+    )
+    email_reply_ttl_s: float = Field(
+        default=14 * 86400.0,
+        gt=0,
+        description="How long the reply address of an e-mailed agent's mail stays valid (14 days).",
+    )
     # E-mail in (docs/email.md, "Replies").
     imap_url: str | None = Field(
         default=None,

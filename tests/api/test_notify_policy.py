@@ -21,6 +21,7 @@ PRESENCE = "/api/v1/me/presence"
 DEFAULTS = {
     "push": True,
     "email": True,
+    "email_mail": True,
     "push_content": "preview",
     "skip_when_visible": True,
     "quiet_start": None,

@@ -464,3 +464,32 @@ async def test_attachments_are_one_select_more_and_only_when_a_mail_has_some(
         assert [len(i["attachments"]) for i in page.json()["items"]] == [0, 1][: 1 + len(files)]
         writer = served.statements.writer
         assert (_shapes(writer)[1:] if pg else _shapes(writer)) == shapes, "\n".join(writer)
+
+
+async def test_an_agents_reply_to_a_person_reads_nothing_of_e_mail_without_smtp(
+    served: Served,
+) -> None:
+    """A gateway without smtp_url adds no statement to an agent's send for the
+    e-mail of agents' mails (services/email_agent_mail.py): no policy, no
+    address, no outbox. Its writes are those of any reply."""
+    api = served.api
+    await api.user("ana")
+    await api.agent("bot")
+    first = await api.send("ana", ["bot@/srv/shop.new"], subject="first")
+    assert first.status_code == 201, first.text
+    parent = first.json()["id"]
+    for _ in range(2):  # a warm-up, then the counted one
+        served.statements.clear()
+        r = await api.send("bot", ["ana@/srv/shop"], subject="re", parent_mail_id=parent)
+        assert r.status_code == 201, r.text
+        parent = r.json()["id"]
+    queries = _queries(served.statements.all())
+    touched = [q for q in queries if "notify_policies" in q or "email_" in q]
+    assert touched == [], "\n".join(touched)
+    # The three reads of an agent's reply (its parent's session first), then
+    # delivery: the same statements as before agents' mails were e-mailed.
+    writes = ["SELECT", "SELECT", *SEND_WRITES[1:]]
+    if served.statements.one_pool:
+        assert _shapes(served.statements.writer) == _on_postgresql(writes)
+    else:
+        assert _shapes(served.statements.writer) == writes, "\n".join(served.statements.writer)

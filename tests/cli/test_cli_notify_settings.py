@@ -25,6 +25,7 @@ _PEOPLE = count(1)
 DEFAULT_LINES = [
     "push: on",
     "email: on",
+    "email of agents' mails: on",
     "push content: preview",
     "when a page is visible: skip",
     "quiet hours: off",
@@ -82,11 +83,14 @@ async def test_settings_prints_and_changes_only_what_is_named(
             "push",
             "--email",
             "off",
+            "--email-mail",
+            "off",
         )
     )
     assert changed == [
         "push: on",
         "email: off",
+        "email of agents' mails: off",
         "push content: none",
         "when a page is visible: push",
         "quiet hours: 22:00-07:00 (Europe/Madrid)",
@@ -101,10 +105,11 @@ async def test_settings_prints_and_changes_only_what_is_named(
     # The API says the same.
     policy = await live.http.get("/api/v1/me/notify-policy", headers=live.auth(ana))
     assert policy.json()["quiet_end"] == "07:00" and policy.json()["escalate_after_min"] == 30
+    assert policy.json()["email"] is False and policy.json()["email_mail"] is False
     # off switches quiet hours, the reminder and escalation off.
     done = await cli(env, "--quiet", "off", "--remind-after", "off", "--escalate-after", "off")
     js = json.loads((await cli(env, "--json")).stdout)
-    assert out(done)[4] == "quiet hours: off" and js["remind_after_min"] is None
+    assert out(done)[5] == "quiet hours: off" and js["remind_after_min"] is None
     assert js["escalate_after_min"] is None and js["timezone"] == "Europe/Madrid"
     # bob's policy is his own: untouched.
     bob_env = env_of(shared_gateway, bob_token, tmp_path / "bob")

@@ -330,6 +330,25 @@ service anvil {{
             with contextlib.suppress(Exception):
                 client.logout()
 
+    def wait_empty(self, user: str, timeout: float = 20.0) -> None:
+        """Block until `user`'s INBOX holds no message (the gateway's fetcher took
+        each and expunged it, which it does only after acting on it)."""
+        deadline = time.monotonic() + timeout
+        client = self.imap(user)
+        try:
+            while True:
+                _typ, data = client.select("INBOX", readonly=True)
+                got = int(data[0] or b"0")
+                if got == 0:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{user}: {got} messages left after {timeout} s")
+                _idle_once(client, min(left, 1.0))
+        finally:
+            with contextlib.suppress(Exception):
+                client.logout()
+
     def lmtp_deliver(self, mail_from: str, rcpt_tos: list[str], data: bytes) -> dict[str, str]:
         """Deliver one message by LMTP, one transaction per recipient (LMTP answers
         DATA once per recipient, which smtplib.LMTP does not read). What each

@@ -19,6 +19,7 @@ PRESENCE = "/api/v1/me/presence"
 FULL = {
     "push": "on",
     "email": "on",
+    "email_mail": "on",
     "skip_when_visible": "on",
     "push_content": "preview",
     "quiet_start": "",
@@ -81,6 +82,7 @@ async def test_the_form_shows_and_saves_the_persons_own_policy(api: Api) -> None
     assert got.json() == {
         "push": True,
         "email": False,
+        "email_mail": True,
         "push_content": "none",
         "skip_when_visible": True,
         "quiet_start": "22:00",

@@ -31,6 +31,7 @@ class NotifyPolicyPatch(StrictBody):
 
     push: bool | None = None
     email: bool | None = None
+    email_mail: bool | None = None
     push_content: str | None = Field(default=None, max_length=10)
     skip_when_visible: bool | None = None
     quiet_start: str | None = Field(default=None, max_length=5)

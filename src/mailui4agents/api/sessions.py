@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
 
 from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.schemas import Limit, NameIn, SessionPatch
-from mailui4agents.services import sessions
+from mailui4agents.domain.json_types import JsonObject
+from mailui4agents.domain.uploads import content_disposition
+from mailui4agents.services import email_export, sessions
 from mailui4agents.wire.models import DeciderOut, Page, SessionOut
 
 router = APIRouter(prefix="/api/v1/sessions", tags=["sessions"])
@@ -34,6 +37,34 @@ async def list_sessions(
 async def get_session(session_id: str, who: Human, gw: GatewayDep) -> SessionOut:
     async with gw.read() as s:
         return await sessions.show_session(s, who, session_id)
+
+
+MBOX: dict[int | str, JsonObject] = {
+    200: {
+        "description": "Every mail of the session as an RFC 5322 message, oldest first",
+        "content": {"application/mbox": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+@router.get("/{session_id}/export", response_class=StreamingResponse, responses=MBOX)
+async def export_session(
+    session_id: str,
+    who: Human,
+    gw: GatewayDep,
+    export_format: Literal["mbox"] = Query("mbox", alias="format"),
+) -> StreamingResponse:
+    """The session as real mail (docs/email.md, "Export"): the Message-IDs and
+    threading headers of its e-mails, attachments as MIME parts."""
+    await email_export.check(gw, who, session_id)  # 404 before anything streams
+    return StreamingResponse(
+        email_export.mbox(gw, who, session_id),
+        media_type="application/mbox",
+        headers={
+            "Content-Disposition": content_disposition(f"session-{session_id}.{export_format}"),
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 @router.patch("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)

@@ -58,6 +58,7 @@ COMMANDS = {
     "bridge": "mailui4agents.cli.bridge:bridge",
     "schedule": "mailui4agents.cli.calendar:schedule",
     "calendar": "mailui4agents.cli.calendar:calendar",
+    "export": "mailui4agents.cli.export:export",
     "db": "mailui4agents.cli.db:db",
     "doctor": "mailui4agents.cli.doctor:doctor",
 }

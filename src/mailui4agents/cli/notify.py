@@ -94,6 +94,7 @@ def show_policy(p: NotifyPolicyOut) -> list[str]:
     return [
         f"push: {'on' if p.push else 'off'}",
         f"email: {'on' if p.email else 'off'}",
+        f"email of agents' mails: {'on' if p.email_mail else 'off'}",
         f"push content: {p.push_content}",
         f"when a page is visible: {'skip' if p.skip_when_visible else 'push'}",
         f"quiet hours: {quiet}",
@@ -106,6 +107,7 @@ def show_policy(p: NotifyPolicyOut) -> list[str]:
 @notify.command("settings")
 @click.option("--push", type=ON_OFF, help="Push notifications to your devices.")
 @click.option("--email", type=ON_OFF, help="Request e-mails.")
+@click.option("--email-mail", type=ON_OFF, help="An e-mail of each agent's mail to you.")
 @click.option(
     "--content",
     type=click.Choice(["preview", "none"]),
@@ -139,6 +141,7 @@ def show_policy(p: NotifyPolicyOut) -> list[str]:
 def settings(
     push: str | None,
     email: str | None,
+    email_mail: str | None,
     content: str | None,
     when_visible: str | None,
     quiet: object,
@@ -155,6 +158,8 @@ def settings(
         changes["push"] = push == "on"
     if email is not None:
         changes["email"] = email == "on"
+    if email_mail is not None:
+        changes["email_mail"] = email_mail == "on"
     if content is not None:
         changes["push_content"] = content
     if when_visible is not None:

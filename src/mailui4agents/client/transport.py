@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, BinaryIO, Self, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -102,6 +102,26 @@ class Transport:
         except ValueError as exc:
             message = f"{method} {path} answered {response.status_code} with a non-JSON body"
             raise ApiError(response.status_code, "invalid_response", message) from exc
+
+    async def _download(
+        self, path: str, params: Mapping[str, Any], out: BinaryIO, chunk: int = 64 * 1024
+    ) -> int:
+        """GET `path` and write the answer's body to `out` as it arrives (never
+        whole in memory); the bytes written. Errors as `_call`'s."""
+        written = 0
+        try:
+            async with self._http.stream(
+                "GET", API + path, params=query_params(params), headers=self._auth_headers()
+            ) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise ApiError.from_response(response)
+                async for part in response.aiter_bytes(chunk):
+                    out.write(part)
+                    written += len(part)
+        except httpx.TransportError as exc:
+            raise GatewayUnreachable(self.config.url, exc) from exc
+        return written
 
     async def _page(self, path: str, params: Mapping[str, Any], model: type[M]) -> Page[M]:
         data = as_dict(await self._call("GET", path, params=params))

@@ -143,7 +143,8 @@ class NotifyPolicyRow(Base):
         ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
     )
     push: Mapped[bool] = mapped_column(Boolean, default=True)
-    email: Mapped[bool] = mapped_column(Boolean, default=True)
+    email: Mapped[bool] = mapped_column(Boolean, default=True)  # request e-mails
+    email_mail: Mapped[bool] = mapped_column(Boolean, default=True)  # agents' mails
     push_content: Mapped[str] = mapped_column(String(10), default="preview")  # preview | none
     skip_when_visible: Mapped[bool] = mapped_column(Boolean, default=True)
     quiet_start: Mapped[str | None] = mapped_column(String(5), nullable=True)  # "22:00"

@@ -44,7 +44,8 @@ class Policy:
     """One person's policy; the defaults are what a person without a row gets."""
 
     push: bool = True
-    email: bool = True
+    email: bool = True  # request e-mails
+    email_mail: bool = True  # an e-mail of each agent's mail to the person
     push_content: str = "preview"  # preview | none: a push shows the tool and input, or not
     skip_when_visible: bool = True
     quiet_start: str | None = None  # "22:00", local time in `timezone`
@@ -59,6 +60,7 @@ class Policy:
 SETTABLE = (
     "push",
     "email",
+    "email_mail",
     "push_content",
     "skip_when_visible",
     "quiet_start",

@@ -53,7 +53,7 @@ from mailui4agents.settings import Settings
 
 log = logging.getLogger("mailui4agents.email")
 
-KINDS = frozenset({"verify", "request", "answer"})
+KINDS = frozenset({"verify", "request", "answer", "mail"})
 MAX_ATTEMPTS = 6
 TIMEOUT_S = 30.0  # each SMTP step (connect, a command, DATA's answer)
 LEASE_S = 300.0  # > every step's timeout together: a live sender keeps its claim
@@ -110,11 +110,14 @@ async def enqueue(
     build: Callable[[str], tuple[str, str]],
     request_id: str | None = None,
     person: str | None = None,
+    session_id: str | None = None,
+    mail_id: str | None = None,
 ) -> EmailOutboxRow:
     """Queue one e-mail in the caller's transaction. `build(outbox_id)` makes it:
     its Message-ID and its text (services/email_message.py). With `request_id`,
     the request's delivery log gets a `queued` row (channel email, the address as
-    the device). This process's sender is woken once the transaction commits
+    the device). `session_id`, `mail_id`: the thread and the mail it carries
+    (kind `mail`). This process's sender is woken once the transaction commits
     (never if it rolls back)."""
     if kind not in KINDS:
         raise ValueError(f"unknown e-mail kind {kind!r}")
@@ -125,6 +128,8 @@ async def enqueue(
         user_id=user_id,
         address_id=address_id,
         request_id=request_id,
+        session_id=session_id,
+        mail_id=mail_id,
         kind=kind,
         to_addr=to,
         message_id=mid,

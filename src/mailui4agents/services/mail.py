@@ -26,6 +26,7 @@ from mailui4agents.services import (
     attachments,
     budgets,
     delivery,
+    email_agent_mail,
     identity,
     sessions,
     size_limits,
@@ -212,4 +213,6 @@ async def send_mail(
         from_session_id=from_session_id,
         files=files,
     )
+    if not sender.is_human:  # an agent's mail, e-mailed to its people (docs/email.md)
+        await email_agent_mail.queue_mail(s, ctx)
     return Sent(mail_out(ctx, sender.name))

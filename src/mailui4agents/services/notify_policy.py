@@ -41,6 +41,7 @@ def _policy(row: NotifyPolicyRow) -> Policy:
     return Policy(
         push=row.push,
         email=row.email,
+        email_mail=row.email_mail,
         push_content=row.push_content,
         skip_when_visible=row.skip_when_visible,
         quiet_start=row.quiet_start,
@@ -149,6 +150,7 @@ class PolicySettings(TypedDict):
 
     push: bool
     email: bool
+    email_mail: bool
     push_content: str
     skip_when_visible: bool
     quiet_start: str | None
@@ -163,6 +165,7 @@ def as_dict(p: Policy) -> PolicySettings:
     return PolicySettings(
         push=p.push,
         email=p.email,
+        email_mail=p.email_mail,
         push_content=p.push_content,
         skip_when_visible=p.skip_when_visible,
         quiet_start=p.quiet_start,

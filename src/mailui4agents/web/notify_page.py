@@ -29,6 +29,7 @@ class PolicyForm(TypedDict):
 
     push: bool
     email: bool
+    email_mail: bool
     skip_when_visible: bool
     push_content: str
     quiet_start: str
@@ -47,6 +48,7 @@ def _shown(p: notify_policy.Policy) -> PolicyForm:
     return PolicyForm(
         push=p.push,
         email=p.email,
+        email_mail=p.email_mail,
         skip_when_visible=p.skip_when_visible,
         push_content=p.push_content,
         quiet_start=_text_or_empty(p.quiet_start),
@@ -69,6 +71,7 @@ def _typed(form: Mapping[str, Any]) -> PolicyForm:
     return PolicyForm(
         push=box("push"),
         email=box("email"),
+        email_mail=box("email_mail"),
         skip_when_visible=box("skip_when_visible"),
         push_content=typed("push_content"),
         quiet_start=typed("quiet_start"),
@@ -97,6 +100,7 @@ def _changes(typed: PolicyForm) -> notify_policy.PolicySettings:
     return notify_policy.PolicySettings(
         push=typed["push"],
         email=typed["email"],
+        email_mail=typed["email_mail"],
         push_content=typed["push_content"],
         skip_when_visible=typed["skip_when_visible"],
         quiet_start=typed["quiet_start"] or None,

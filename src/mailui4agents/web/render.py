@@ -9,9 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypedDict
 
-import nh3
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from mailui4agents.domain.grants import (
@@ -26,6 +24,7 @@ from mailui4agents.domain.grants import (
     new_grant,
 )
 from mailui4agents.domain.mail_types import MailType
+from mailui4agents.domain.markdown import to_html
 from mailui4agents.domain.times import rfc3339
 from mailui4agents.web.shapes import RequestCard
 from mailui4agents.wire.models import GrantOut
@@ -34,31 +33,11 @@ HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
 TEMPLATE_DIR = HERE / "templates"
 
-# Markdown with raw HTML off; images are not rendered (no tracking pixels, no
-# remote loads): the image rule is disabled, so ![x](u) stays text.
-_md = MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
-
-# Whatever the Markdown produced, only these survive (nh3 is the Ammonia sanitizer).
-_TAGS = {
-    "p", "br", "hr", "em", "strong", "code", "pre", "blockquote", "ul", "ol", "li",
-    "a", "h1", "h2", "h3", "h4", "h5", "h6",
-}  # fmt: skip
-_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
-
 
 def markdown(text: str) -> Markup:
-    """Untrusted Markdown as inert HTML: no raw HTML, no script, no event
-    handlers, links only to http(s) and mailto, which open without referrer."""
-    html = _md.render(text)
-    clean = nh3.clean(
-        html,
-        tags=_TAGS,
-        attributes=_ATTRIBUTES,
-        url_schemes={"http", "https", "mailto"},
-        link_rel="noopener noreferrer nofollow",
-        strip_comments=True,
-    )
-    return Markup(clean)
+    """Untrusted Markdown as inert HTML (domain/markdown.py: the rules e-mail
+    bodies are written with too)."""
+    return Markup(to_html(text))
 
 
 @cache

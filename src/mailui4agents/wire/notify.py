@@ -15,6 +15,7 @@ class NotifyPolicyOut(Lenient):
 
     push: bool = True
     email: bool = True
+    email_mail: bool = True
     push_content: Literal["preview", "none"] = "preview"
     skip_when_visible: bool = True
     quiet_start: str | None = None
