@@ -16,9 +16,11 @@ from sqlalchemy import select
 from mailui4agents.db.reach_tables import EmailInboundRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.email_parts import InboundFile
-from mailui4agents.services import email_tokens, email_work
+from mailui4agents.domain.results import Sent
+from mailui4agents.services import email_tokens, email_work, sending
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
+from mailui4agents.wire.models import MailOut
 from tests.email.conftest import MAIL_FROM, gateway_of
 from tests.email.replies import Resolver, ask, mails_to, reply, request_of, signer
 from tests.email.test_replies import ANA, receive, request_mail, team, text_of
@@ -200,11 +202,18 @@ async def test_new_work_by_e_mail_goes_to_email_work(
     async def start(
         gw: Gateway, person: Principal, *, agent: str, alias: str, subject: str, body: str,
         files: Sequence[InboundFile] = (), email_message_id: str | None = None,
+        also: sending.Also | None = None,
     ) -> email_work.Started:  # fmt: skip
         seen.append({"person": person.name, "agent": agent, "alias": alias, "subject": subject,
                      "body": body, "id": email_message_id})  # fmt: skip
         if alias != "shop":
             raise email_work.NoSuchPlace("no workspace 'nope'; there are: shop")
+        assert also is not None  # the e-mail's row is written in the send's transaction
+        out = MailOut.model_validate({"id": "m1", "session_id": team["sid"], "type": "message",
+                                      "from": "ana", "to": ["agent-a"], "subject": subject,
+                                      "created_at": utcnow()})  # fmt: skip
+        async with gw.write() as s:
+            await also(s, Sent(out))
         return email_work.Started(team["sid"], "m1")
 
     monkeypatch.setattr(email_work, "start", start)
