@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from mailui4agents.db.reach_tables import EmailInboundRow
-from mailui4agents.db.tables import MailRow
+from mailui4agents.db.tables import MailRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.email_parts import InboundFile
 from mailui4agents.domain.results import Sent
@@ -354,3 +354,32 @@ async def test_two_copies_of_a_reply_past_the_look_up_at_once_post_one_mail(
     async with gateway_of(api).read() as s:  # in the session: the reply once, not twice
         bodies = (await s.scalars(select(MailRow.body).where(MailRow.session_id == sid))).all()
     assert list(bodies).count("Port 5433.") == 1, bodies
+
+
+async def test_two_copies_of_a_work_mail_past_the_look_up_at_once_start_one_session(
+    team: dict[str, Any], relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = team["api"]
+    r = await api.http.put(
+        "/api/v1/admin/workspace-aliases/shop",
+        json={"workspace": "/srv/shop"},
+        headers=api.auth("admin"),
+    )
+    assert r.status_code == 201, r.text
+    async with gateway_of(api).read() as s:
+        before = set((await s.scalars(select(SessionRow.id))).all())
+    all_past_the_look_up(monkeypatch)
+    got: list[Received] = []
+
+    async def one() -> None:
+        got.append(await receive(api, work_mail()))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+    assert sorted(g.outcome for g in got) == ["duplicate", "started"], got
+    async with gateway_of(api).read() as s:
+        new = set((await s.scalars(select(SessionRow.id))).all()) - before
+        [row] = (await s.scalars(select(EmailInboundRow))).all()
+    assert [row.session_id] == list(new), (row.session_id, new)  # one session, not two
