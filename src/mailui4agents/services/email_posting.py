@@ -2,8 +2,8 @@
 mail (docs/email.md, "Replies"): its attachments stored as uploads of that
 person (services/attachments.py, within `attachment_max_bytes` each), then one
 services/sending.send, as the web UI's reply is, so the content limits, access
-and delivery are the same. `also` runs in that send's transaction (services/
-email_inbound.py records the e-mail there, so it is posted once)."""
+and delivery are the same. `also` runs in that send's transaction
+(services/email_inbound.py records the e-mail there, so it is posted once)."""
 
 from __future__ import annotations
 

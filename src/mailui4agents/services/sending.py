@@ -2,8 +2,8 @@
 the API (api/mail.py) and from the web UI (web/data.py), an agent's
 (api/agent.py). The content limits, the recipients looked up on a reader before
 the one writer is taken, then services/mail.send_mail. A caller whose own record
-must commit with the mail or not at all (an inbound e-mail's row, services/
-email_inbound.py) passes `also`: it runs in the send's transaction."""
+must commit with the mail or not at all (an inbound e-mail's row,
+services/email_inbound.py) passes `also`: it runs in the send's transaction."""
 
 from __future__ import annotations
 
