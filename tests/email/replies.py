@@ -14,6 +14,7 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from typing import Any
 
+import anyio
 import dkim
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -152,3 +153,47 @@ class Resolver:
         key = name.decode("ascii").rstrip(".").lower()
         self.asked.append(key)
         return self.txt.get(key)
+
+
+class Stopped(BaseException):
+    """The gateway stopping in the middle of an action (killed, or cancelled by a
+    shutdown): not an exception `receive` records as an error, it just ends."""
+
+
+def once_then_stop(real: Any) -> Any:
+    """`real`, which raises Stopped after its first call has done its work (so
+    the transaction around it holds that work when the gateway stops)."""
+    calls = 0
+
+    async def stopping(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        out = await real(*args, **kwargs)
+        if calls == 1:
+            raise Stopped
+        return out
+
+    return stopping
+
+
+def all_past_the_look_up(monkeypatch: Any, n: int = 2, within_s: float = 10.0) -> None:
+    """Hold each receive() after its look-up of the message's key until `n` have
+    made it: every copy then finds no row, and only the unique key in the
+    acting transaction can keep a second one from acting."""
+    from mailui4agents.services import email_inbound
+
+    real = email_inbound._received_before
+    arrived = 0
+    everyone = anyio.Event()
+
+    async def held(*args: Any) -> bool:
+        nonlocal arrived
+        found: bool = await real(*args)
+        arrived += 1
+        if arrived >= n:
+            everyone.set()
+        with anyio.fail_after(within_s):
+            await everyone.wait()
+        return found
+
+    monkeypatch.setattr(email_inbound, "_received_before", held)

@@ -15,11 +15,20 @@ from sqlalchemy import func, select
 
 from mailui4agents.db.reach_tables import EmailInboundRow, EmailOutboxRow, EmailTokenRow
 from mailui4agents.db.tables import SessionRow, UserRow
-from mailui4agents.services import email_inbound, email_tokens
+from mailui4agents.services import email_inbound, email_tokens, permission_decisions
 from mailui4agents.services.email_inbound import Received
 from tests.conftest import Api
 from tests.email.conftest import MAIL_FROM, gateway_of
-from tests.email.replies import ask, mails_to, reply, request_of, verify
+from tests.email.replies import (
+    Stopped,
+    all_past_the_look_up,
+    ask,
+    mails_to,
+    once_then_stop,
+    reply,
+    request_of,
+    verify,
+)
 from tests.fakes.smtp_relay import Relay
 
 pytestmark = pytest.mark.anyio
@@ -399,3 +408,67 @@ async def test_a_used_token_decides_nothing_even_while_pending(
     got = await receive(api, reply(original, "approve"))
     assert (got.outcome, got.reason) == ("refused", "already_used"), got
     await pending(api, rid)
+
+
+# --- exactly once: the row commits with what it records ------------------------------------
+
+
+async def inbound_rows(api: Api) -> list[EmailInboundRow]:
+    async with gateway_of(api).read() as s:
+        return list((await s.scalars(select(EmailInboundRow))).all())
+
+
+async def test_a_gateway_stopping_before_the_commit_leaves_the_reply_to_be_decided_again(
+    team: dict[str, Any], relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decision is made, then the gateway stops before its transaction
+    commits: nothing of it stays (no row, the token unused, the request pending),
+    so the message fetched again decides, once."""
+    api = team["api"]
+    rid = await ask(api, team["sid"])
+    original = await request_mail(relay, ANA, rid)
+    raw = reply(original, "deny use the staging db")
+    monkeypatch.setattr(permission_decisions, "decide", once_then_stop(permission_decisions.decide))
+    with pytest.raises(Stopped):
+        await receive(api, raw)
+    await pending(api, rid)
+    assert await inbound_rows(api) == []
+    async with gateway_of(api).read() as s:
+        used = await s.scalar(
+            select(func.count()).select_from(EmailTokenRow).where(
+                EmailTokenRow.request_id == rid, EmailTokenRow.used_at.is_not(None))
+        )  # fmt: skip
+    assert used == 0
+    assert await receive(api, raw) == Received("decided", None, "denied: use the staging db")
+    assert await receive(api, raw) == Received("duplicate")
+    assert (await request_of(api, rid))["status"] == "denied"
+    assert [(r.outcome, r.request_id) for r in await inbound_rows(api)] == [("decided", rid)]
+
+
+async def test_two_copies_past_the_look_up_at_once_decide_once(
+    team: dict[str, Any], relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both copies find no row before acting; the second one's row collides on
+    the key inside its own transaction, which rolls back: `duplicate`, and its
+    refusal ("already decided") neither recorded nor answered."""
+    api = team["api"]
+    rid = await ask(api, team["sid"])
+    original = await request_mail(relay, ANA, rid)
+    raw = reply(original, "approve")
+    all_past_the_look_up(monkeypatch)
+    got: list[Received] = []
+
+    async def one() -> None:
+        got.append(await receive(api, raw))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+    assert sorted(g.outcome for g in got) == ["decided", "duplicate"], got
+    assert (await request_of(api, rid))["status"] == "approved"
+    assert [(r.outcome, r.request_id) for r in await inbound_rows(api)] == [("decided", rid)]
+    assert await refusals(api, rid) == []
+    assert await answers_to(api, "ana") == 0
+    counts = gateway_of(api).email_in_counts
+    assert (counts["decided"], counts["duplicate"], counts["refused"]) == (1, 1, 0), counts

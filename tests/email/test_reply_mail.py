@@ -10,17 +10,33 @@ from datetime import timedelta
 from email.message import EmailMessage
 from typing import Any
 
+import anyio
 import pytest
 from sqlalchemy import select
 
 from mailui4agents.db.reach_tables import EmailInboundRow
+from mailui4agents.db.tables import MailRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.email_parts import InboundFile
-from mailui4agents.services import email_tokens, email_work
+from mailui4agents.domain.results import Sent
+from mailui4agents.services import email_tokens, email_work, sending
+from mailui4agents.services import mail as mail_service
+from mailui4agents.services.email_inbound import Received
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
+from mailui4agents.wire.models import MailOut
 from tests.email.conftest import MAIL_FROM, gateway_of
-from tests.email.replies import Resolver, ask, mails_to, reply, request_of, signer
+from tests.email.replies import (
+    Resolver,
+    Stopped,
+    all_past_the_look_up,
+    ask,
+    mails_to,
+    once_then_stop,
+    reply,
+    request_of,
+    signer,
+)
 from tests.email.test_replies import ANA, receive, request_mail, team, text_of
 from tests.fakes.smtp_relay import Relay
 
@@ -210,11 +226,18 @@ async def test_new_work_by_e_mail_goes_to_email_work(
     async def start(
         gw: Gateway, person: Principal, *, agent: str, alias: str, subject: str, body: str,
         files: Sequence[InboundFile] = (), email_message_id: str | None = None,
+        also: sending.Also | None = None,
     ) -> email_work.Started:  # fmt: skip
         seen.append({"person": person.name, "agent": agent, "alias": alias, "subject": subject,
                      "body": body, "id": email_message_id})  # fmt: skip
         if alias != "shop":
             raise email_work.NoSuchPlace("no workspace 'nope'; there are: shop")
+        assert also is not None  # the e-mail's row is written in the send's transaction
+        out = MailOut.model_validate({"id": "m1", "session_id": team["sid"], "type": "message",
+                                      "from": "ana", "to": ["agent-a"], "subject": subject,
+                                      "created_at": utcnow()})  # fmt: skip
+        async with gw.write() as s:
+            await also(s, Sent(out))
         return email_work.Started(team["sid"], "m1")
 
     monkeypatch.setattr(email_work, "start", start)
@@ -279,3 +302,94 @@ async def test_an_attachment_over_the_limit_posts_nothing(
     assert not [m for m in r.json()["items"] if m["parent_mail_id"] == parent]
     [answer] = await mails_to(relay, ANA, 1)
     assert "Your reply was not sent" in text_of(answer) and "1024" in text_of(answer)
+
+
+# --- exactly once: the posted mail and the row commit together ------------------------------
+
+
+async def replies_in_thread(api: Any, parent: str) -> list[dict[str, Any]]:
+    r = await api.http.get(f"/api/v1/mail/{parent}/thread", headers=api.auth("ana"))
+    assert r.status_code == 200, r.text
+    return [m for m in r.json()["items"] if m["from_human"] and m["parent_mail_id"] == parent]
+
+
+async def test_a_gateway_stopping_before_the_send_commits_leaves_the_reply_to_be_posted_again(
+    team: dict[str, Any], relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mail is stored in the send's transaction, then the gateway stops
+    before it commits: neither the mail nor the row stays, and the message
+    fetched again is posted, once."""
+    api, sid = team["api"], team["sid"]
+    parent = await agent_mail(api, team, relay)
+    token = await mail_token(gateway_of(api), sid, parent)
+    raw = reply(agent_email(token), "Port 5433.")
+    monkeypatch.setattr(mail_service, "send_mail", once_then_stop(mail_service.send_mail))
+    with pytest.raises(Stopped):
+        await receive(api, raw)
+    assert await replies_in_thread(api, parent) == []
+    async with gateway_of(api).read() as s:
+        assert (await s.scalars(select(EmailInboundRow))).all() == []
+    got = await receive(api, raw)
+    assert got.outcome == "posted", got
+    assert await receive(api, raw) == Received("duplicate")
+    [posted] = await replies_in_thread(api, parent)
+    assert posted["body"] == "Port 5433."
+    async with gateway_of(api).read() as s:
+        [row] = (await s.scalars(select(EmailInboundRow))).all()
+    assert (row.outcome, row.mail_id, row.session_id) == ("posted", posted["id"], sid)
+
+
+async def test_two_copies_of_a_reply_past_the_look_up_at_once_post_one_mail(
+    team: dict[str, Any], relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, sid = team["api"], team["sid"]
+    parent = await agent_mail(api, team, relay)
+    token = await mail_token(gateway_of(api), sid, parent)
+    raw = reply(agent_email(token), "Port 5433.")
+    all_past_the_look_up(monkeypatch)
+    got: list[Received] = []
+
+    async def one() -> None:
+        got.append(await receive(api, raw))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+    assert sorted(g.outcome for g in got) == ["duplicate", "posted"], got
+    [posted] = await replies_in_thread(api, parent)
+    async with gateway_of(api).read() as s:
+        [row] = (await s.scalars(select(EmailInboundRow))).all()
+    assert (row.outcome, row.mail_id) == ("posted", posted["id"])
+    async with gateway_of(api).read() as s:  # in the session: the reply once, not twice
+        bodies = (await s.scalars(select(MailRow.body).where(MailRow.session_id == sid))).all()
+    assert list(bodies).count("Port 5433.") == 1, bodies
+
+
+async def test_two_copies_of_a_work_mail_past_the_look_up_at_once_start_one_session(
+    team: dict[str, Any], relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = team["api"]
+    r = await api.http.put(
+        "/api/v1/admin/workspace-aliases/shop",
+        json={"workspace": "/srv/shop"},
+        headers=api.auth("admin"),
+    )
+    assert r.status_code == 201, r.text
+    async with gateway_of(api).read() as s:
+        before = set((await s.scalars(select(SessionRow.id))).all())
+    all_past_the_look_up(monkeypatch)
+    got: list[Received] = []
+
+    async def one() -> None:
+        got.append(await receive(api, work_mail()))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+    assert sorted(g.outcome for g in got) == ["duplicate", "started"], got
+    async with gateway_of(api).read() as s:
+        new = set((await s.scalars(select(SessionRow.id))).all()) - before
+        [row] = (await s.scalars(select(EmailInboundRow))).all()
+    assert [row.session_id] == list(new), (row.session_id, new)  # one session, not two

@@ -1,6 +1,6 @@
 """E-mail that comes in (docs/email.md, "Replies"): whatever brought it (the IMAP
-fetcher, the SMTP listener), `receive` decides what it is and does it, once per
-message:
+fetcher, the SMTP listener), `receive` decides what it is and does it, exactly
+once per message:
 
 - a reply to a request e-mail (its reply address `<local>+<token>@<domain>`, or
   the token in References) decides the request when the first line that is not
@@ -12,33 +12,40 @@ message:
 
 The checks, in order (each refusal names its reason): the size
 (`email_in_max_bytes`) before the bytes are parsed; a message already received
-(its Message-ID, else the SHA-256 of its bytes: the `email_inbound` row is
-inserted first, under a unique key, so two copies racing act once); an
-auto-reply (RFC 3834) is never acted on nor answered; exactly one From address,
-one of a person's verified addresses; with `require_dkim`, a DKIM signature of
-the From's domain (services/email_dkim.py); then the token: one we issued, of
-that person, of the kind `reply`, unexpired, not contradicted by another token
-in References, and for a request unused: it is used in the transaction that
-decides, through permission_decisions.decide (channel `email`, the address as
-the device), so first-answer-wins holds across every channel.
+(its Message-ID, else the SHA-256 of its bytes, the unique key of its
+`email_inbound` row); an auto-reply (RFC 3834) is never acted on nor answered;
+exactly one From address, one of a person's verified addresses; with
+`require_dkim`, a DKIM signature of the From's domain (services/email_dkim.py);
+then the token: one we issued, of that person, of the kind `reply`, unexpired,
+not contradicted by another token in References, and for a request unused: it
+is used in the transaction that decides, through permission_decisions.decide
+(channel `email`, the address as the device), so first-answer-wins holds across
+every channel.
 
 Every outcome is an `email_inbound` row, counted (`Gateway.email_in_counts`)
-and logged; a refusal about a request is also a line of the request's
-deliveries (state `refused`). The gateway answers (outbox kind `answer`, in the
-person's thread) only a verified person, at most ANSWERS_PER_HOUR times an hour,
-never an auto-reply and never a sender it does not know: no backscatter.
+and logged. The row is inserted in the transaction of what it records (the
+decision, the posted or first mail through sending.send's `also`, the refusal
+and its answer), so both commit or neither: a gateway that stops before the
+commit leaves nothing, and the message fetched again is acted on; a second copy
+racing collides on the key in its own transaction, which rolls back
+(`duplicate`, nothing done). The look-up of the key before the checks only
+spares the work for a copy received long before. A refusal about a request is
+also a line of the request's deliveries (state `refused`). The gateway answers
+(outbox kind `answer`, in the person's thread) only a verified person, at most
+ANSWERS_PER_HOUR times an hour, never an auto-reply and never a sender it does
+not know: no backscatter.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Literal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -55,6 +62,7 @@ from mailui4agents.domain import email_reading, reply_words
 from mailui4agents.domain.email_address import BadAddress, normalise_address
 from mailui4agents.domain.email_reading import Inbound, Malformed
 from mailui4agents.domain.errors import Conflict, DomainError, Forbidden, NotFound
+from mailui4agents.domain.results import Sent
 from mailui4agents.services import (
     email_dkim,
     email_message,
@@ -63,12 +71,14 @@ from mailui4agents.services import (
     email_work,
     permission_decisions,
     permissions,
+    sending,
     size_limits,
 )
 from mailui4agents.services.email_posting import post_reply
 from mailui4agents.services.permission_decisions import Choice
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
+from mailui4agents.wire.models import MailOut
 
 log = logging.getLogger("mailui4agents.email")
 
@@ -103,13 +113,18 @@ class _Job:
 
     gw: Gateway
     raw: bytes
-    row_id: str = ""
+    head: dict[str, str | None] = field(default_factory=dict)  # the row's key and headers
     mail: Inbound | None = None
     from_addr: str | None = None
     person: Person | None = None
     token: EmailTokenRow | None = None
     token_owner: str | None = None  # the username the token was issued to
     ids: dict[str, str | None] = field(default_factory=dict)  # request/session/mail ids
+
+
+class _Duplicate(Exception):
+    """The row's key is taken: this message was received before, or a copy of it
+    is racing this one and committed first."""
 
 
 class _Refusal(Exception):
@@ -123,20 +138,23 @@ class _Refusal(Exception):
 async def receive(
     gw: Gateway, raw: bytes, *, via: Via, envelope_to: Sequence[str] = ()
 ) -> Received:
-    """Act on one inbound e-mail, its whole RFC 5322 bytes. Safe to call twice
-    with the same message (the second call is `duplicate`), so a transport
-    removes the message from its source only after this returns. Never raises
-    for what the message says: a malformed or hostile e-mail is `refused`."""
+    """Act on one inbound e-mail, its whole RFC 5322 bytes, exactly once: the
+    second call with the same message is `duplicate`, and a call that never
+    returned (the gateway stopped) committed nothing, so a transport removes
+    the message from its source only after this returns. Never raises for what
+    the message says: a malformed or hostile e-mail is `refused`."""
     job = _Job(gw, raw)
     try:
         return await _receive(job, via, envelope_to)
     except Exception as exc:  # a bug: recorded, counted, never silent
         log.exception("e-mail in (%s): could not be handled", via)
         got = Received("refused", "error", f"could not be handled: {exc!r}"[:DETAIL_CHARS])
-        if job.row_id:
+        if job.head:  # recorded, so that a message that fails is not tried forever
             try:
                 async with gw.write() as s:
                     await _record(s, job, got)
+            except _Duplicate:
+                log.warning("e-mail in: a copy of the failed message was handled meanwhile")
             except Exception:
                 log.exception("e-mail in: the failure could not be recorded either")
         gw.email_in_counts["refused"] += 1
@@ -150,51 +168,50 @@ def _key(mail: Inbound | None, raw: bytes) -> str:
     return f"sha256:{hashlib.sha256(raw).hexdigest()}"
 
 
-async def _claim(job: _Job, via: str, envelope_to: Sequence[str]) -> bool:
-    """Insert the e-mail's row (outcome refused/incomplete until it is settled);
-    False when a row of the same key exists: a copy received before."""
+async def _received_before(job: _Job, via: str, envelope_to: Sequence[str]) -> bool:
+    """Note the row's key and headers; True when a row of that key exists (a
+    cheap look-up: the unique key in the acting transaction is what holds)."""
     mail = job.mail
     to = [*envelope_to, *(mail.recipients if mail else [])]
-    row = EmailInboundRow(
-        dedupe_key=_key(mail, job.raw),
-        via=via,
-        from_addr=(mail.from_addresses[0][:254] if mail and mail.from_addresses else None),
-        to_addr=to[0][:254] if to else None,
-        subject=mail.subject[:300] if mail else None,
-        outcome="refused",
-        reason="incomplete",
-        detail="being handled (a gateway that stopped meanwhile leaves it so)",
-    )
-    try:
-        async with job.gw.write() as s:
-            s.add(row)
-            await s.flush()
-    except IntegrityError:
-        return False
-    job.row_id = row.id
-    return True
+    job.head = {
+        "dedupe_key": _key(mail, job.raw),
+        "via": via,
+        "from_addr": mail.from_addresses[0][:254] if mail and mail.from_addresses else None,
+        "to_addr": to[0][:254] if to else None,
+        "subject": mail.subject[:300] if mail else None,
+    }
+    async with job.gw.read() as s:
+        found = await s.scalar(
+            select(EmailInboundRow.id)
+            .where(EmailInboundRow.dedupe_key == job.head["dedupe_key"])
+            .limit(1)
+        )
+    return found is not None
 
 
 async def _receive(job: _Job, via: str, envelope_to: Sequence[str]) -> Received:
     gw = job.gw
-    limit = gw.settings.email_in_max_bytes
-    if len(job.raw) > limit:
-        if not await _claim(job, via, envelope_to):
-            return _counted(gw, Received("duplicate"))
-        return await _refuse(job, _Refusal("too_big", f"{len(job.raw)} bytes, over {limit}"))
     try:
-        job.mail = email_reading.read(job.raw)
-    except Malformed as exc:
-        if not await _claim(job, via, envelope_to):
-            return _counted(gw, Received("duplicate"))
-        return await _refuse(job, _Refusal("malformed", str(exc)))
-    if not await _claim(job, via, envelope_to):
-        log.info("e-mail in (%s): %s received before: duplicate", via, _key(job.mail, job.raw))
+        limit = gw.settings.email_in_max_bytes
+        if len(job.raw) > limit:
+            if await _received_before(job, via, envelope_to):
+                raise _Duplicate
+            return await _refuse(job, _Refusal("too_big", f"{len(job.raw)} bytes, over {limit}"))
+        try:
+            job.mail = email_reading.read(job.raw)
+        except Malformed as exc:
+            if await _received_before(job, via, envelope_to):
+                raise _Duplicate from None
+            return await _refuse(job, _Refusal("malformed", str(exc)))
+        if await _received_before(job, via, envelope_to):
+            raise _Duplicate
+        try:
+            return await _act(job, envelope_to)
+        except _Refusal as no:
+            return await _refuse(job, no)
+    except _Duplicate:
+        log.info("e-mail in (%s): %s received before: duplicate", via, job.head["dedupe_key"])
         return _counted(gw, Received("duplicate"))
-    try:
-        return await _act(job, envelope_to)
-    except _Refusal as no:
-        return await _refuse(job, no)
 
 
 async def _act(job: _Job, envelope_to: Sequence[str]) -> Received:
@@ -380,28 +397,30 @@ def _used() -> _Refusal:
 async def _post(job: _Job, mail_id: str) -> Received:
     person, mail = job.person, job.mail
     assert person is not None and mail is not None
+    recorded: list[Received] = []
     try:
-        sent = await post_reply(
+        await post_reply(
             job.gw,
             person.principal,
             parent_mail_id=mail_id,
             subject=reply_words.bare_subject(mail.subject),
             body=reply_words.own_text(mail.text),
             files=mail.files,
+            also=_recording(job, recorded, lambda m: f"mail {m.id} to {', '.join(m.to)}"),
         )
     except DomainError as exc:
         raise _Refusal(
             "not_posted", exc.message, f"Your reply was not sent: {exc.message}"
         ) from None
-    job.ids.update(session_id=sent.session_id, mail_id=sent.id)
-    return await _settle(job, Received("posted", None, f"mail {sent.id} to {', '.join(sent.to)}"))
+    return _settled(job, recorded)
 
 
 async def _start_work(job: _Job, agent: str, alias: str) -> Received:
     person, mail = job.person, job.mail
     assert person is not None and mail is not None
+    recorded: list[Received] = []
     try:
-        started = await email_work.start(
+        await email_work.start(
             job.gw,
             person.principal,
             agent=agent,
@@ -410,24 +429,42 @@ async def _start_work(job: _Job, agent: str, alias: str) -> Received:
             body=reply_words.own_text(mail.text),
             files=mail.files,
             email_message_id=mail.message_id,
+            also=_recording(
+                job, recorded, lambda m: f"{agent}+{alias}: session {m.session_id}", "started"
+            ),
         )
     except email_work.Refused as exc:
         raise _Refusal(exc.reason, exc.message, exc.message) from None
     except DomainError as exc:
         raise _Refusal("not_started", exc.message, f"Nothing was started: {exc.message}") from None
-    job.ids.update(session_id=started.session_id, mail_id=started.mail_id)
-    return await _settle(
-        job, Received("started", None, f"{agent}+{alias}: session {started.session_id}")
-    )
+    return _settled(job, recorded)
 
 
 # --- recording, answering, counting -------------------------------------------------------
 
 
-async def _settle(job: _Job, got: Received) -> Received:
-    async with job.gw.write() as s:
+def _recording(
+    job: _Job,
+    recorded: list[Received],
+    detail: Callable[[MailOut], str],
+    outcome: Outcome = "posted",
+) -> sending.Also:
+    """The write sending.send makes in its own transaction once the mail is
+    stored: the e-mail's row, so the mail and the row commit together."""
+
+    async def record(s: AsyncSession, sent: Sent) -> None:
+        job.ids.update(session_id=sent.mail.session_id, mail_id=sent.mail.id)
+        got = Received(outcome, None, detail(sent.mail))
         await _record(s, job, got)
-    return _logged(job, got)
+        recorded.append(got)
+
+    return record
+
+
+def _settled(job: _Job, recorded: list[Received]) -> Received:
+    if len(recorded) != 1:  # the send returned without running `also`: a bug
+        raise RuntimeError(f"the mail was sent, but its e-mail recorded {len(recorded)} times")
+    return _logged(job, recorded[0])
 
 
 async def _refuse(job: _Job, no: _Refusal) -> Received:
@@ -453,11 +490,14 @@ async def _refuse(job: _Job, no: _Refusal) -> Received:
 
 
 async def _record(s: AsyncSession, job: _Job, got: Received) -> None:
+    """Insert the e-mail's row, as it ends, in the transaction `s` of what it
+    records; _Duplicate when its key is taken (the caller's transaction then
+    rolls back: nothing of it is done)."""
     person = job.person
-    await s.execute(
-        update(EmailInboundRow)
-        .where(EmailInboundRow.id == job.row_id)
-        .values(
+    await s.flush()  # what the caller wrote: its own errors are not a duplicate
+    s.add(
+        EmailInboundRow(
+            **job.head,
             outcome=got.outcome,
             reason=got.reason,
             detail=got.detail,
@@ -468,6 +508,10 @@ async def _record(s: AsyncSession, job: _Job, got: Received) -> None:
             mail_id=job.ids.get("mail_id"),
         )
     )
+    try:
+        await s.flush()
+    except IntegrityError:
+        raise _Duplicate from None
 
 
 async def _answer(s: AsyncSession, job: _Job, text: str) -> bool:

@@ -2,7 +2,8 @@
 mail (docs/email.md, "Replies"): its attachments stored as uploads of that
 person (services/attachments.py, within `attachment_max_bytes` each), then one
 services/sending.send, as the web UI's reply is, so the content limits, access
-and delivery are the same."""
+and delivery are the same. `also` runs in that send's transaction
+(services/email_inbound.py records the e-mail there, so it is posted once)."""
 
 from __future__ import annotations
 
@@ -47,10 +48,11 @@ async def post_reply(
     subject: str,
     body: str,
     files: Sequence[InboundFile] = (),
+    also: sending.Also | None = None,
 ) -> MailOut:
     """Send `who`'s reply to the mail `parent_mail_id`, to its sender's address in
     the session (as the web UI's Reply addresses it); its MailOut. NotFound when
-    `who` may not read that mail."""
+    `who` may not read that mail. `also`: see sending.send."""
     if not body.strip() and not files:
         raise invalid_value("body", "the reply says nothing: write above the quoted e-mail")
     size_limits.check_mail(gw.settings, subject, body)  # before any file is stored
@@ -65,6 +67,6 @@ async def post_reply(
         parent_mail_id=parent_mail_id,
         attachment_ids=ids,
     )
-    outcome = (await sending.send(gw, who, draft)).outcome
+    outcome = (await sending.send(gw, who, draft, also=also)).outcome
     assert isinstance(outcome, Sent)  # people send without relay keys: never Duplicate
     return outcome.mail

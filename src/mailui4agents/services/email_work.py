@@ -215,12 +215,14 @@ async def start(
     body: str,
     files: Sequence[InboundFile] = (),
     email_message_id: str | None = None,
+    also: sending.Also | None = None,
 ) -> Started:
     """Start the session and send its first mail as `person`.
 
     Raises NoSuchPlace (an unknown agent or alias: the message lists what the
     person may mail) or Refused (the mode, the rules or a limit: the message says
-    what they may do); nothing is written then."""
+    what they may do); nothing is written then. `also` runs in the transaction
+    that stores the first mail (sending.send)."""
     if not person.is_human:
         raise Refused("Only people start work by e-mail.", reason="not_a_tasker")
     asked, subject = split_mode(subject)
@@ -244,7 +246,7 @@ async def start(
         attachment_ids=ids,
     )
     try:
-        outcome = (await sending.send(gw, person, draft)).outcome
+        outcome = (await sending.send(gw, person, draft, also=also)).outcome
     except DomainError as e:  # the rules changed since the read above, a rate limit, …
         raise Refused(f"{e.message}. Nothing was started.", reason=e.code) from None
     mail = getattr(outcome, "mail", None)

@@ -1,12 +1,16 @@
 """Sending a mail, the one use case behind every adapter: a person's mail from
 the API (api/mail.py) and from the web UI (web/data.py), an agent's
 (api/agent.py). The content limits, the recipients looked up on a reader before
-the one writer is taken, then services/mail.send_mail."""
+the one writer is taken, then services/mail.send_mail. A caller whose own record
+must commit with the mail or not at all (an inbound e-mail's row,
+services/email_inbound.py) passes `also`: it runs in the send's transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.domain.mail_types import MailType
 from mailui4agents.domain.results import Duplicate, Sent
@@ -52,8 +56,17 @@ class SendResult:
     events: tuple[Published, ...] = field(default=())
 
 
-async def send(gw: Gateway, sender: Principal, draft: Draft) -> SendResult:
-    """Store and deliver `draft` from `sender` (domain errors name the field)."""
+#: A write to make in the send's own transaction, once the mail is stored: it
+#: commits with the mail, and an exception from it undoes the mail.
+Also = Callable[[AsyncSession, Sent], Awaitable[None]]
+
+
+async def send(
+    gw: Gateway, sender: Principal, draft: Draft, *, also: Also | None = None
+) -> SendResult:
+    """Store and deliver `draft` from `sender` (domain errors name the field).
+    `also` runs in the same transaction after the mail is stored; not for a
+    relay key's Duplicate (nothing was stored)."""
     size_limits.check_mail(gw.settings, draft.subject, draft.body)
     to, cc = list(draft.to), list(draft.cc)
     async with gw.read() as r:  # lookups before the one writer is taken
@@ -76,6 +89,8 @@ async def send(gw: Gateway, sender: Principal, draft: Draft) -> SendResult:
             attachment_ids=list(draft.attachment_ids),
             recipients=recipients,
         )
+        if also is not None and isinstance(outcome, Sent):
+            await also(s, outcome)
     if isinstance(outcome, Duplicate):
         return SendResult(outcome)
     # One delivery per name (services/mail.send_mail: "to" wins over "cc").
