@@ -13,9 +13,10 @@ one). Your addresses are yours alone: anyone else, admins included, gets 404.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,7 +26,8 @@ from mailui4agents.db.tables import UserRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.email_address import BadAddress, normalise_address
 from mailui4agents.domain.errors import RateLimited, conflict, invalid_value, not_found
-from mailui4agents.services import email_message, email_send
+from mailui4agents.domain.notify_policy import Policy
+from mailui4agents.services import email_message, email_send, notify_policy
 from mailui4agents.services.identity import hash_token
 from mailui4agents.services.principals import Principal
 from mailui4agents.settings import Settings
@@ -253,3 +255,34 @@ async def verify(s: AsyncSession, token: str) -> Pending:
 
 REMOVED = "not sent: the address was removed first"
 UNUSABLE = "This verification link is unknown, already used or expired. Add the address again."
+
+
+class Reachable(NamedTuple):
+    """One verified address of a person to mail."""
+
+    user_id: str
+    username: str
+    address_id: str
+    address: str
+
+
+async def reachable(
+    s: AsyncSession, names: Iterable[str], wants: Callable[[Policy], bool]
+) -> list[Reachable]:
+    """The verified addresses of those of `names` whose notification policy
+    `wants` this e-mail (request e-mails: `email`; agents' mails: `email_mail`),
+    by person then age; reads nothing for no names."""
+    people = list(dict.fromkeys(names))
+    if not people:
+        return []
+    policies = await notify_policy.policies(s, people)
+    chosen = [n for n in people if wants(policies[n])]
+    if not chosen:
+        return []
+    rows = await s.execute(
+        select(UserRow.id, UserRow.username, EmailAddressRow.id, EmailAddressRow.address)
+        .join(EmailAddressRow, EmailAddressRow.user_id == UserRow.id)
+        .where(UserRow.username.in_(chosen), EmailAddressRow.verified_at.is_not(None))
+        .order_by(UserRow.username, EmailAddressRow.created_at)
+    )
+    return [Reachable(*row) for row in rows.all()]

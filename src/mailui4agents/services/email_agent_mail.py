@@ -18,14 +18,11 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import anyio
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.reach_tables import EmailAddressRow
-from mailui4agents.db.tables import UserRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import markdown
-from mailui4agents.services import email_mail, email_send, email_tokens, notify_policy
+from mailui4agents.services import email_addresses, email_mail, email_send, email_tokens
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.email_message import Personal, subject_tag
 from mailui4agents.services.wire_shapes import MailContext
@@ -86,18 +83,7 @@ async def queue_mail(s: AsyncSession, ctx: MailContext) -> int:
     )
     if not people:
         return 0
-    policies = await notify_policy.policies(s, people)
-    names = [n for n in people if policies[n].email_mail]
-    if not names:
-        return 0
-    found = (
-        await s.execute(
-            select(UserRow.id, UserRow.username, EmailAddressRow.id, EmailAddressRow.address)
-            .join(EmailAddressRow, EmailAddressRow.user_id == UserRow.id)
-            .where(UserRow.username.in_(names), EmailAddressRow.verified_at.is_not(None))
-            .order_by(UserRow.username, EmailAddressRow.created_at)
-        )
-    ).all()
+    found = await email_addresses.reachable(s, people, lambda p: p.email_mail)
     if not found:
         return 0
     settings, mail_from = sender.settings, sender.mail_from

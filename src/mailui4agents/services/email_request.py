@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mailui4agents.db.reach_tables import EmailAddressRow
-from mailui4agents.db.tables import PermissionRow, SessionRow, UserRow
-from mailui4agents.services import email_message, email_send, email_tokens, notify_policy
+from mailui4agents.db.tables import PermissionRow, SessionRow
+from mailui4agents.services import email_addresses, email_message, email_send, email_tokens
 
 
 async def queue_request(
@@ -37,18 +35,7 @@ async def queue_request(
     sender = email_send.configured_sender(s)
     if sender is None or not deciders:
         return 0
-    policies = await notify_policy.policies(s, deciders)
-    names = [n for n in dict.fromkeys(deciders) if policies[n].email]
-    if not names:
-        return 0
-    found = (
-        await s.execute(
-            select(UserRow.id, UserRow.username, EmailAddressRow.id, EmailAddressRow.address)
-            .join(EmailAddressRow, EmailAddressRow.user_id == UserRow.id)
-            .where(UserRow.username.in_(names), EmailAddressRow.verified_at.is_not(None))
-            .order_by(UserRow.username, EmailAddressRow.created_at)
-        )
-    ).all()
+    found = await email_addresses.reachable(s, deciders, lambda p: p.email)
     if not found:
         return 0
     base = sender.settings.public_url
