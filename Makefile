@@ -29,7 +29,7 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
-# The inner loop (~2 minutes on 2 cores): lint, types and every test that starts
+# The inner loop (~100 s on 2 quiet cores): lint, types and every test that starts
 # no process, browser, agent CLI or PostgreSQL, on SQLite (tests/conftest.py,
 # FAST_TIER). `make test` is what CI runs: everything, on both databases.
 # PYTHONDONTWRITEBYTECODE is emptied for pytest alone: where it is set (as on this
