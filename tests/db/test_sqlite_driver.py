@@ -7,15 +7,19 @@ calls, not timings (the CPU figures are in bench/server.py)."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import pytest
-from sqlalchemy import text
+from sqlalchemy import bindparam, column, select, table, text
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine.default import DefaultDialect
 
 from mailui4agents.db.engine import Database
+from mailui4agents.db.sqlite_driver import OneHopDialect
 
 pytestmark = pytest.mark.anyio
 
@@ -147,3 +151,44 @@ async def test_server_side_cursors_still_stream_inside_the_transaction(db: Datab
     async with db.read() as s:
         result = await s.stream(text("SELECT v FROM t ORDER BY id"))
         assert [r.v async for r in result] == ["a", "b"]
+
+
+async def test_a_statement_is_compiled_once_for_every_sqlite_engine_of_the_process(
+    db: Database, tmp_path: Path
+) -> None:
+    """The dialects are equal (sqlite_driver.OneHopDialect) and the engines share
+    one compiled cache (db/engine.py): the reader, and a second Database on
+    another file (a second gateway, as every test starts one), find what the
+    first writer compiled."""
+    t = table("t", column("id"), column("v"))
+    # The label makes the statement one no other test has compiled.
+    stmt = select(t.c.v.label(f"v_{uuid.uuid4().hex}")).where(t.c.id == bindparam("id"))
+    other = Database(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}")
+    try:
+        async with other.write() as s:
+            await s.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)"))
+            await s.execute(text("INSERT INTO t (v) VALUES ('x')"))
+        seen = []
+        for engine in (db.writer, db.reader, other.writer, other.reader):
+            async with engine.connect() as conn:
+                result = await conn.execute(stmt, {"id": 1})
+                assert result.scalar_one() in ("a", "x")
+                seen.append(result.context.cache_hit)
+        assert seen == [
+            DefaultDialect.CACHE_MISS,
+            DefaultDialect.CACHE_HIT,
+            DefaultDialect.CACHE_HIT,
+            DefaultDialect.CACHE_HIT,
+        ]
+        # Negative control: another statement is compiled, not found.
+        async with other.reader.connect() as conn:
+            result = await conn.execute(stmt.where(t.c.v != "y"), {"id": 1})
+            assert result.context.cache_hit == DefaultDialect.CACHE_MISS
+    finally:
+        await other.dispose()
+    # Equal only to a dialect of the same class on the same SQLite library.
+    assert db.writer.dialect == other.reader.dialect
+    assert db.writer.dialect != sqlite.dialect()
+    older = OneHopDialect()
+    older.server_version_info = (3, 7, 0)
+    assert db.writer.dialect != older

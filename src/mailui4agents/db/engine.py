@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy import event, util
+from sqlalchemy.engine import Connection, Row, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.sql import Executable
 from sqlalchemy.util import greenlet_spawn
@@ -26,13 +26,22 @@ from mailui4agents.db import sqlite_driver
 ONE_STATEMENT = "mailui4agents_one_statement"
 
 
+# The compiled statements of every SQLite engine in the process: the writer's and
+# the reader's, and those of each Database made after them (a test starts a
+# gateway each). Their dialects are equal (sqlite_driver.OneHopDialect), so a
+# statement is compiled once, not once per engine. Bounded as SQLAlchemy bounds
+# an engine's own cache (500 each), for the two engines.
+_COMPILED: util.LRUCache[Any, Any] = util.LRUCache(1000)
+
+
 def _sqlite_engine(url: str, *, writer: bool) -> AsyncEngine:
     engine = create_async_engine(
-        url,
+        make_url(url).set(drivername=sqlite_driver.DRIVERNAME),
         pool_size=1 if writer else 8,
         max_overflow=0 if writer else 8,
         pool_timeout=300,
         module=sqlite_driver.dbapi(reader=not writer),  # a hop per statement (sqlite_driver.py)
+        execution_options={"compiled_cache": _COMPILED},
     )
 
     @event.listens_for(engine.sync_engine, "connect")

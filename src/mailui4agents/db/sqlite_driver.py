@@ -18,6 +18,12 @@ connection, in the same thread.
 
 Server-side cursors (`AsyncSession.stream`, db/copy.py) keep SQLAlchemy's own
 adapter; a pending BEGIN is sent before one opens.
+
+The dialect is SQLAlchemy's aiosqlite dialect under a name of ours
+(`sqlite+onehop`, `OneHopDialect`) whose instances are equal: SQLAlchemy keys a
+compiled statement by the dialect object it was compiled for, so each new engine
+(the writer and the reader, and every gateway a test starts) compiled every
+statement again. db/engine.py gives all SQLite engines one compiled cache.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import aiosqlite
+from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_connection,
     AsyncAdapt_aiosqlite_dbapi,
+    SQLiteDialect_aiosqlite,
 )
 from sqlalchemy.util.concurrency import await_
 
@@ -189,3 +197,27 @@ class OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
 
 def dbapi(*, reader: bool) -> OneHopDBAPI:
     return OneHopDBAPI(queue_rollbacks=reader)
+
+
+class OneHopDialect(SQLiteDialect_aiosqlite):
+    """SQLAlchemy's aiosqlite dialect, its instances equal to each other.
+
+    A statement compiles alike for any two: same class, same options (every
+    SQLite engine is made by db/engine.py's `_sqlite_engine`), same SQLite
+    library once connected (`server_version_info`); the DBAPI object they hold
+    differs only in how it ends transactions, never in what SQL is written. So
+    a statement compiled for one engine's dialect is found in the compiled
+    caches (the engines' shared one, and the ORM mappers' own for flushes) by
+    every other engine of the process."""
+
+    supports_statement_cache = True
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.server_version_info == self.server_version_info
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+DRIVERNAME = "sqlite+onehop"
+registry.register("sqlite.onehop", __name__, "OneHopDialect")
