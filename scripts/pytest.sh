@@ -19,8 +19,10 @@ bash scripts/install-test-deps.sh  # system Chromium and axe-core for tests/web
 # Two worker processes (pytest-xdist) for the machine's 2 cores; each test module
 # stays on one worker (--dist loadscope) so a module's shared gateway starts once.
 # PYTEST_WORKERS=0 runs everything in this one process.
+# PYTHONDONTWRITEBYTECODE is emptied for pytest alone, as `make check` does: else
+# each worker rewrites (assert rewriting) every test module again on every run.
 set +e
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadscope "$@"
+PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadscope "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
