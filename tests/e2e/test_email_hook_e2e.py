@@ -103,11 +103,16 @@ def _inbox(dovecot: Dovecot) -> list[EmailMessage]:
     ]
 
 
-async def _request_in_inbox(dovecot: Dovecot, within_s: float = 30.0) -> EmailMessage:
-    """The request e-mail, once it is in ana's INBOX (read as a client reads it)."""
+async def _request_in_inbox(dovecot: Dovecot, sid: str, within_s: float = 30.0) -> EmailMessage:
+    """The request e-mail of session `sid`, once it is in ana's INBOX (read as a
+    client reads it; the module's Dovecot keeps the other tests' mail)."""
     with anyio.fail_after(within_s):
         while True:
-            found = [m for m in _inbox(dovecot) if "Approval: Bash" in str(m["Subject"])]
+            found = [
+                m
+                for m in _inbox(dovecot)
+                if "Approval: Bash" in str(m["Subject"]) and sid in str(m["In-Reply-To"])
+            ]
             if found:
                 return found[0]
             n = dovecot.count(PERSON)
@@ -145,7 +150,7 @@ async def test_a_reply_from_the_mail_client_denies_the_waiting_hook_with_its_not
     payload = claude_input(tool_input={"command": "psql prod", "description": "Migrate"})
     async with anyio.create_task_group() as tasks:
         hook = spawn(tasks, CC, payload, world.hook_env(), world.tmp)
-        original = await _request_in_inbox(dovecot)
+        original = await _request_in_inbox(dovecot, world.sid)
         # The thread in ana's mailbox: the session's root, then her copy's token.
         root = str(original["In-Reply-To"])
         assert root.startswith(f"<session.{world.sid}@")
