@@ -116,7 +116,7 @@ async def digests(gw: Gateway) -> int:
 async def received_digests(relay: Relay, n: int) -> list[Received]:
     """The relay's `n` messages, each a digest (set_digest turned the other e-mails off)."""
     got = await relay.wait_async(n)
-    assert all(str(m.message["Subject"]).startswith("agentmail digest") for m in got)
+    assert all(str(m.message["Subject"]).startswith("[agentmail] digest") for m in got)
     return got
 
 
@@ -138,7 +138,7 @@ async def test_one_digest_after_the_hour_lists_what_waits_and_only_once_a_day(
     assert got.rcpt_tos == ["ana@example.org"]
     msg = got.message
     day = at.astimezone(ZoneInfo(ZONE)).date().isoformat()
-    assert str(msg["Subject"]) == f"agentmail digest {day}: 1 waiting, 1 unread"
+    assert str(msg["Subject"]) == f"[agentmail] digest {day}: 1 waiting, 1 unread"
     assert msg["Auto-Submitted"] == "auto-generated"
     plain, rich = msg.get_body(("plain",)), msg.get_body(("html",))
     assert plain is not None and rich is not None

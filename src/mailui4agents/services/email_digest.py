@@ -206,7 +206,7 @@ async def send(s: AsyncSession, due: Due, now: datetime, sender: email_send.Emai
             .order_by(EmailAddressRow.created_at)
         )
     ).all()
-    subject = f"agentmail digest {due.day}: {n_pending} waiting, {n_unread} unread"
+    subject = f"[agentmail] digest {due.day}: {n_pending} waiting, {n_unread} unread"
     intro = f"Your agentmail digest for {due.day}, the last 24 hours."
     mail_from = sender.mail_from
     for address_id, address in found:
