@@ -218,3 +218,19 @@ async def test_a_long_digest_lists_at_most_max_items_and_counts_the_rest(
     text = plain.get_content()
     assert "Requests waiting for you: 3" in text and "Mails you have not read: 3" in text
     assert text.count("Bash from agent-a") == 2 and text.count("and 1 more") == 2
+
+
+async def test_a_gateway_that_sends_no_email_runs_no_digest(
+    people: Api, relay: Relay, team: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an e-mail sender (no smtp_url) the pass returns at once: ana, due,
+    is not claimed, so once the gateway mails her day's digest still goes out."""
+    api, gw = people, gateway_of(people)
+    await set_digest(api, "ana", HOUR)
+    await something_to_say(api, team)
+    at = local_at(team["start"], HOUR, 30)
+    sender = gw.email
+    monkeypatch.setattr(gw, "email", None)
+    assert (await scheduler.send_digests(gw, at)).claimed == 0
+    monkeypatch.setattr(gw, "email", sender)
+    assert (await scheduler.send_digests(gw, at)).queued == 1
