@@ -29,6 +29,7 @@ DEFAULTS = {
     "timezone": "UTC",
     "remind_after_min": None,
     "escalate_after_min": None,
+    "email_digest_hour": None,
 }
 
 
@@ -104,6 +105,9 @@ async def test_each_person_reads_and_changes_only_their_own(api: Api) -> None:
         ({"escalate_after_min": 1441}, "escalate_after_min", "invalid_value"),
         ({"escalate_after_min": "10"}, "escalate_after_min", "invalid_type"),
         ({"push_content": "full"}, "push_content", "invalid_value"),
+        ({"email_digest_hour": 24}, "email_digest_hour", "invalid_value"),
+        ({"email_digest_hour": -1}, "email_digest_hour", "invalid_value"),
+        ({"email_digest_hour": "7"}, "email_digest_hour", "invalid_type"),
         ({"push": "yes"}, "push", "invalid_type"),
         ({"push": None}, "push", "invalid_value"),
         ({"timezone": None}, "timezone", "invalid_value"),

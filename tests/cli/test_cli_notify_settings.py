@@ -32,6 +32,7 @@ DEFAULT_LINES = [
     "time zone: UTC",
     "remind after: off",
     "escalate after: off",
+    "daily digest: off",
 ]
 
 
@@ -85,6 +86,8 @@ async def test_settings_prints_and_changes_only_what_is_named(
             "off",
             "--email-mail",
             "off",
+            "--digest-hour",
+            "7",
         )
     )
     assert changed == [
@@ -97,18 +100,23 @@ async def test_settings_prints_and_changes_only_what_is_named(
         "time zone: Europe/Madrid",
         "remind after: 15 min",
         "escalate after: off",
+        "daily digest: 7:00 (Europe/Madrid)",
     ]
     # One option changes one setting; the rest stay.
     again = out(await cli(env, "--escalate-after", "30", "--push", "off"))
-    assert again[0] == "push: off" and again[-1] == "escalate after: 30 min"
-    assert again[1:-1] == changed[1:-1]
+    assert again[0] == "push: off" and again[-2] == "escalate after: 30 min"
+    assert again[1:-2] == changed[1:-2] and again[-1] == changed[-1]
     # The API says the same.
     policy = await live.http.get("/api/v1/me/notify-policy", headers=live.auth(ana))
     assert policy.json()["quiet_end"] == "07:00" and policy.json()["escalate_after_min"] == 30
     assert policy.json()["email"] is False and policy.json()["email_mail"] is False
     # off switches quiet hours, the reminder and escalation off.
-    done = await cli(env, "--quiet", "off", "--remind-after", "off", "--escalate-after", "off")
+    done = await cli(
+        env, "--quiet", "off", "--remind-after", "off", "--escalate-after", "off",
+        "--digest-hour", "off",
+    )  # fmt: skip
     js = json.loads((await cli(env, "--json")).stdout)
+    assert js["email_digest_hour"] is None and out(done)[-1] == "daily digest: off"
     assert out(done)[5] == "quiet hours: off" and js["remind_after_min"] is None
     assert js["escalate_after_min"] is None and js["timezone"] == "Europe/Madrid"
     # bob's policy is his own: untouched.
@@ -124,6 +132,7 @@ async def test_settings_prints_and_changes_only_what_is_named(
         (["--timezone", "Mars/Olympus"], "timezone"),
         (["--remind-after", "0"], "remind_after_min"),
         (["--escalate-after", "2000"], "escalate_after_min"),
+        (["--digest-hour", "24"], "email_digest_hour"),
     ],
 )
 async def test_a_value_the_gateway_refuses_names_the_field(
@@ -142,6 +151,7 @@ async def test_a_value_the_gateway_refuses_names_the_field(
         (["--quiet", "22:00"], "--quiet"),
         (["--remind-after", "soon"], "--remind-after"),
         (["--push", "maybe"], "--push"),
+        (["--digest-hour", "noon"], "--digest-hour"),
     ],
 )
 async def test_a_malformed_option_is_refused_before_any_call(

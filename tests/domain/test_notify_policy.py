@@ -17,6 +17,7 @@ from mailui4agents.domain.notify_policy import (
     OWNER,
     Decider,
     Policy,
+    digest_day,
     escalation_step,
     first_wave,
     in_quiet_hours,
@@ -299,3 +300,23 @@ def test_good_values_pass() -> None:
     # clearing quiet hours takes both ends
     assert updated(p, {"quiet_start": None, "quiet_end": None}).quiet_start is None
     assert minutes_of("23:59", "x") == 1439
+
+
+def test_the_digest_is_due_from_its_hour_on_the_persons_own_clock() -> None:
+    # 07:30 UTC is 08:30 in Madrid in winter: due with hour 8, not with hour 9.
+    at = datetime(2026, 12, 2, 7, 30, tzinfo=UTC)
+    assert digest_day(at, 8, MADRID) == "2026-12-02"
+    assert digest_day(at, 9, MADRID) is None
+    assert digest_day(at, None, MADRID) is None
+    # 23:30 UTC is already the next day in Madrid: that day's digest.
+    assert digest_day(datetime(2026, 12, 2, 23, 30, tzinfo=UTC), 0, MADRID) == "2026-12-03"
+    with pytest.raises(ValueError):
+        digest_day(datetime(2026, 12, 2, 7, 30), 8, MADRID)
+
+
+@pytest.mark.parametrize("hour", [-1, 24, True, 7.0, "7"])
+def test_a_digest_hour_outside_0_to_23_is_refused_naming_the_field(hour: object) -> None:
+    with pytest.raises(Invalid) as err:
+        updated(Policy(), {"email_digest_hour": hour})
+    assert err.value.field == "email_digest_hour"
+    assert updated(Policy(), {"email_digest_hour": 0}).email_digest_hour == 0

@@ -27,6 +27,7 @@ FULL = {
     "timezone": "UTC",
     "remind_after_min": "",
     "escalate_after_min": "",
+    "email_digest_hour": "",
 }
 
 
@@ -70,6 +71,7 @@ async def test_the_form_shows_and_saves_the_persons_own_policy(api: Api) -> None
             "timezone": "Europe/Madrid",
             "remind_after_min": "15",
             "push_content": "none",
+            "email_digest_hour": "8",
         }
         del form["email"]  # an unticked box is not sent
         saved = await ana.post("/notifications", data=form)
@@ -78,6 +80,7 @@ async def test_the_form_shows_and_saves_the_persons_own_policy(api: Api) -> None
         assert "Saved." in again.text
         assert 'name="email" id="email">' in again.text  # no longer checked
         assert 'value="22:00"' in again.text and 'value="Europe/Madrid"' in again.text
+        assert re.search(r'id="email_digest_hour"[^>]*value="8"', again.text)
     got = await api.http.get("/api/v1/me/notify-policy", headers=api.auth("ana"))
     assert got.json() == {
         "push": True,
@@ -90,6 +93,7 @@ async def test_the_form_shows_and_saves_the_persons_own_policy(api: Api) -> None
         "timezone": "Europe/Madrid",
         "remind_after_min": 15,
         "escalate_after_min": None,
+        "email_digest_hour": 8,
     }
     # bob's page shows bob's (the defaults), not ana's.
     async with browser(api, "bob") as bob:
@@ -105,6 +109,8 @@ async def test_the_form_shows_and_saves_the_persons_own_policy(api: Api) -> None
         ({"remind_after_min": "0"}, "remind_after_min"),
         ({"escalate_after_min": "ten"}, "escalate_after_min"),
         ({"push_content": "all"}, "push_content"),
+        ({"email_digest_hour": "24"}, "email_digest_hour"),
+        ({"email_digest_hour": "at 7"}, "email_digest_hour"),
     ],
 )
 async def test_a_refusal_comes_back_in_the_form_naming_the_field(

@@ -39,10 +39,17 @@ class NotifyPolicyPatch(StrictBody):
     timezone: str | None = Field(default=None, max_length=64)
     remind_after_min: int | None = None
     escalate_after_min: int | None = None
+    email_digest_hour: int | None = None
 
 
 # Fields for which null means "off" (the others must not be null when given).
-NULLABLE = {"quiet_start", "quiet_end", "remind_after_min", "escalate_after_min"}
+NULLABLE = {
+    "quiet_start",
+    "quiet_end",
+    "remind_after_min",
+    "escalate_after_min",
+    "email_digest_hour",
+}
 
 
 class PresenceIn(StrictBody):

@@ -76,6 +76,17 @@ def _minutes_or_off(ctx: click.Context, param: click.Parameter, value: str | Non
     raise click.BadParameter(f"{value!r}: minutes (1-1440) or off", ctx, param)
 
 
+def _hour_or_off(ctx: click.Context, param: click.Parameter, value: str | None) -> object:
+    """N (a whole number; the gateway checks 0-23) or "off" (None), or unset."""
+    if value is None:
+        return _UNSET
+    if value == "off":
+        return None
+    if value.isascii() and value.isdigit() and len(value) <= 2:
+        return int(value)
+    raise click.BadParameter(f"{value!r}: an hour (0-23) or off", ctx, param)
+
+
 def _quiet(ctx: click.Context, param: click.Parameter, value: str | None) -> object:
     """HH:MM-HH:MM -> (start, end); "off" -> (None, None); the gateway checks the times."""
     if value is None:
@@ -101,6 +112,10 @@ def show_policy(p: NotifyPolicyOut) -> list[str]:
         f"time zone: {p.timezone}",
         f"remind after: {f'{p.remind_after_min} min' if p.remind_after_min else 'off'}",
         f"escalate after: {f'{p.escalate_after_min} min' if p.escalate_after_min else 'off'}",
+        "daily digest: "
+        + (
+            f"{p.email_digest_hour}:00 ({p.timezone})" if p.email_digest_hour is not None else "off"
+        ),
     ]
 
 
@@ -137,6 +152,12 @@ def show_policy(p: NotifyPolicyOut) -> list[str]:
     callback=_minutes_or_off,
     help="In sessions you own, push the other deciders only after MIN minutes unanswered.",
 )
+@click.option(
+    "--digest-hour",
+    metavar="N|off",
+    callback=_hour_or_off,
+    help="A daily digest e-mail at hour N (0-23) of your time zone.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the policy as JSON.")
 def settings(
     push: str | None,
@@ -148,6 +169,7 @@ def settings(
     timezone: str | None,
     remind_after: object,
     escalate_after: object,
+    digest_hour: object,
     as_json: bool,
 ) -> None:
     """Print your notification policy; with options, change those settings
@@ -172,6 +194,8 @@ def settings(
         changes["remind_after_min"] = remind_after
     if escalate_after is not _UNSET:
         changes["escalate_after_min"] = escalate_after
+    if digest_hour is not _UNSET:
+        changes["email_digest_hour"] = digest_hour
 
     async def act(client: AsyncClient) -> NotifyPolicyOut:
         policy = NotifyPolicy(client)

@@ -152,6 +152,10 @@ class NotifyPolicyRow(Base):
     timezone: Mapped[str] = mapped_column(String(64), default="UTC")
     remind_after_min: Mapped[int | None] = mapped_column(Integer, nullable=True)
     escalate_after_min: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The daily digest (services/email_digest.py): the local hour 0-23, NULL none;
+    # the local date (YYYY-MM-DD) of the last one, claimed by a conditional UPDATE.
+    email_digest_hour: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    digest_sent_on: Mapped[str | None] = mapped_column(String(10), nullable=True)
     # Until when one of the person's pages reported itself visible (POST
     # /api/v1/me/presence); no push while it is in the future, if skip_when_visible.
     visible_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
@@ -198,7 +202,7 @@ class EmailOutboxRow(Base):
     request_id: Mapped[str | None] = mapped_column(
         ForeignKey("permissions.id", ondelete="CASCADE"), nullable=True, index=True
     )
-    kind: Mapped[str] = mapped_column(String(20))  # verify | request | mail | answer
+    kind: Mapped[str] = mapped_column(String(20))  # verify | request | mail | answer | digest
     # The mail session it belongs to (its thread), and the mail it carries.
     session_id: Mapped[str | None] = mapped_column(
         ForeignKey("sessions.id", ondelete="CASCADE"), nullable=True, index=True

@@ -53,6 +53,7 @@ class Policy:
     timezone: str = "UTC"
     remind_after_min: int | None = None
     escalate_after_min: int | None = None
+    email_digest_hour: int | None = None  # the daily digest's local hour 0-23; None: none
     visible_until: datetime | None = None
 
 
@@ -68,6 +69,7 @@ SETTABLE = (
     "timezone",
     "remind_after_min",
     "escalate_after_min",
+    "email_digest_hour",
 )
 
 
@@ -94,6 +96,27 @@ def check_minutes(value: int | None, field: str) -> int | None:
     return value
 
 
+def check_hour(value: int | None, field: str) -> int | None:
+    """A local hour 0-23, or None (off); Invalid naming `field` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 23:
+        raise Invalid(field, f"{field} must be an hour from 0 to 23 (or null: no digest)")
+    return value
+
+
+def digest_day(now: datetime, hour: int | None, timezone: str) -> str | None:
+    """The person's local date (YYYY-MM-DD) whose digest is due at the aware
+    instant `now`: their local hour is at or past `hour`; None when not due
+    (no digest hour, or too early in their day)."""
+    if hour is None:
+        return None
+    if now.tzinfo is None:
+        raise ValueError("digest_day needs an aware datetime")
+    local = now.astimezone(zone(timezone))
+    return local.date().isoformat() if local.hour >= hour else None
+
+
 def _check_bool(value: Any, field: str) -> bool:
     if not isinstance(value, bool):
         raise Invalid(field, f"{field} must be true or false")
@@ -118,6 +141,7 @@ def validate(p: Policy) -> Policy:
             raise Invalid("quiet_end", "quiet_end must differ from quiet_start")
     check_minutes(p.remind_after_min, "remind_after_min")
     check_minutes(p.escalate_after_min, "escalate_after_min")
+    check_hour(p.email_digest_hour, "email_digest_hour")
     return p
 
 

@@ -248,3 +248,70 @@ def answer_mail(
     msg["Auto-Submitted"] = "auto-replied"
     msg.set_content(text, cte="quoted-printable")
     return mid, serialise(msg)
+
+
+# --- the daily digest ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DigestSection:
+    """One part of a digest: a heading, how many there are, the lines listed
+    (each with an optional link); the rest are "and M more"."""
+
+    heading: str
+    count: int
+    items: list[tuple[str, str | None]]
+
+    @property
+    def more(self) -> int:
+        return self.count - len(self.items)
+
+
+def digest_mail(
+    *,
+    outbox_id: str,
+    mail_from: str,
+    to: str,
+    subject: str,
+    intro: str,
+    sections: list[DigestSection],
+) -> tuple[str, str]:
+    """The Message-ID and text of a daily digest (services/email_digest.py):
+    text/plain and a sanitised HTML alternative saying the same."""
+    mid = message_id(outbox_id, mail_from)
+    plain_parts = [intro]
+    html_parts = [f"<p>{html.escape(intro)}</p>"]
+    for sec in sections:
+        lines = [f"- {text}" + (f"\n  Open: {link}" if link else "") for text, link in sec.items]
+        if sec.more:
+            lines.append(f"and {sec.more} more")
+        plain_parts.append(f"{sec.heading}: {sec.count}\n" + "\n".join(lines))
+        items = "".join(
+            f"<li>{html.escape(text)}"
+            + (f' <a href="{html.escape(link, quote=True)}">Open</a>' if link else "")
+            + "</li>"
+            for text, link in sec.items
+        )
+        if sec.more:
+            items += f"<li>and {sec.more} more</li>"
+        html_parts.append(f"<p>{html.escape(sec.heading)}: {sec.count}</p><ul>{items}</ul>")
+    body_html = nh3.clean(
+        "".join(html_parts),
+        tags={"p", "ul", "li", "a"},
+        attributes={"a": {"href"}},
+        url_schemes={"http", "https"},
+    )
+    msg = EmailMessage()
+    msg["From"] = mail_from
+    msg["To"] = to
+    msg["Subject"] = " ".join(subject.split())
+    msg["Date"] = email.utils.format_datetime(utcnow())
+    msg["Message-ID"] = mid
+    msg["Auto-Submitted"] = "auto-generated"
+    msg.set_content("\n\n".join(plain_parts) + "\n", cte="quoted-printable")
+    msg.add_alternative(
+        f"<!doctype html><html><body>{body_html}</body></html>",
+        subtype="html",
+        cte="quoted-printable",
+    )
+    return mid, serialise(msg)

@@ -53,7 +53,7 @@ from mailui4agents.settings import Settings
 
 log = logging.getLogger("mailui4agents.email")
 
-KINDS = frozenset({"verify", "request", "answer", "mail"})
+KINDS = frozenset({"verify", "request", "answer", "mail", "digest"})
 MAX_ATTEMPTS = 6
 TIMEOUT_S = 30.0  # each SMTP step (connect, a command, DATA's answer)
 LEASE_S = 300.0  # > every step's timeout together: a live sender keeps its claim

@@ -49,6 +49,7 @@ def _policy(row: NotifyPolicyRow) -> Policy:
         timezone=row.timezone,
         remind_after_min=row.remind_after_min,
         escalate_after_min=row.escalate_after_min,
+        email_digest_hour=row.email_digest_hour,
         visible_until=row.visible_until,
     )
 
@@ -158,6 +159,7 @@ class PolicySettings(TypedDict):
     timezone: str
     remind_after_min: int | None
     escalate_after_min: int | None
+    email_digest_hour: int | None
 
 
 def as_dict(p: Policy) -> PolicySettings:
@@ -173,6 +175,7 @@ def as_dict(p: Policy) -> PolicySettings:
         timezone=p.timezone,
         remind_after_min=p.remind_after_min,
         escalate_after_min=p.escalate_after_min,
+        email_digest_hour=p.email_digest_hour,
     )
 
 

@@ -24,6 +24,7 @@ from mailui4agents.db.types import utcnow
 from mailui4agents.services import (
     blobs,
     calendar_due,
+    email_digest,
     email_send,
     notify_due,
     permissions,
@@ -50,6 +51,7 @@ JOB_LOCKS = {
     "sweep": 0x6A6F6202,
     "calendar": 0x6A6F6203,
     "notify": 0x6A6F6204,
+    "digest": 0x6A6F6205,
 }
 
 
@@ -125,6 +127,37 @@ async def remind_and_escalate(
     return result
 
 
+async def send_digests(gw: Gateway, now: datetime | None = None) -> email_digest.Result:
+    """Queue the daily digests due at `now` (services/email_digest.py), each
+    claimed in its own write transaction. A gateway that sends no e-mail reads
+    nothing; one with nobody due never takes the write lock."""
+    result = email_digest.Result()
+    sender = gw.email
+    if sender is None:
+        return result
+    now = now or utcnow()
+    async with gw.read() as s:
+        batch = await email_digest.plan(s, now)
+    for due in batch:
+        async with gw.write() as s:
+            if not await run_once(s, "digest"):
+                return result  # another replica is doing this pass
+            if not await email_digest.claim(s, due):
+                continue  # claimed by another pass, or the digest turned off
+            queued = await email_digest.send(s, due, now, sender)
+        result.claimed += 1
+        result.queued += queued
+        result.empty += queued == 0
+    if result.claimed:
+        log.info(
+            "digest: %d day(s) claimed, %d e-mail(s) queued, %d with nothing to say",
+            result.claimed,
+            result.queued,
+            result.empty,
+        )
+    return result
+
+
 async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepResult:
     """One sweep (docs/behaviour.md#attachments). Reads first, so a gateway with nothing to sweep
     never takes the write lock."""
@@ -166,6 +199,10 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
                 await remind_and_escalate(gw, clock())
             except Exception:  # a failed step's claim rolled back; the next pass retries
                 log.exception("reminder/escalation pass failed")
+            try:
+                await send_digests(gw, clock())
+            except Exception:  # a failed digest's claim rolled back; the next pass retries
+                log.exception("digest pass failed")
         if last_sweep is None or anyio.current_time() - last_sweep >= SWEEP_EVERY_S:
             last_sweep = anyio.current_time()
             try:

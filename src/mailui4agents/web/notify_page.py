@@ -37,6 +37,7 @@ class PolicyForm(TypedDict):
     timezone: str
     remind_after_min: str
     escalate_after_min: str
+    email_digest_hour: str
 
 
 def _text_or_empty(value: object) -> str:
@@ -56,6 +57,7 @@ def _shown(p: notify_policy.Policy) -> PolicyForm:
         timezone=p.timezone,
         remind_after_min=_text_or_empty(p.remind_after_min),
         escalate_after_min=_text_or_empty(p.escalate_after_min),
+        email_digest_hour=_text_or_empty(p.email_digest_hour),
     )
 
 
@@ -79,6 +81,7 @@ def _typed(form: Mapping[str, Any]) -> PolicyForm:
         timezone=typed("timezone"),
         remind_after_min=typed("remind_after_min"),
         escalate_after_min=typed("escalate_after_min"),
+        email_digest_hour=typed("email_digest_hour"),
     )
 
 
@@ -92,6 +95,16 @@ def _minutes(
     if text.isascii() and text.isdigit() and len(text) <= 5:
         return int(text)
     raise invalid_value(name, f"{name} must be a whole number of minutes, or empty")
+
+
+def _hour(typed: PolicyForm) -> int | None:
+    """The digest hour: empty is none; Invalid naming the field for a number that is none."""
+    text = typed["email_digest_hour"]
+    if not text:
+        return None
+    if text.isascii() and text.isdigit() and len(text) <= 2:
+        return int(text)
+    raise invalid_value("email_digest_hour", "email_digest_hour must be an hour 0-23, or empty")
 
 
 def _changes(typed: PolicyForm) -> notify_policy.PolicySettings:
@@ -108,6 +121,7 @@ def _changes(typed: PolicyForm) -> notify_policy.PolicySettings:
         timezone=typed["timezone"] or "UTC",
         remind_after_min=_minutes(typed, "remind_after_min"),
         escalate_after_min=_minutes(typed, "escalate_after_min"),
+        email_digest_hour=_hour(typed),
     )
 
 

@@ -23,6 +23,7 @@ class NotifyPolicyOut(Lenient):
     timezone: str = "UTC"
     remind_after_min: int | None = None
     escalate_after_min: int | None = None
+    email_digest_hour: int | None = None  # the daily digest's local hour 0-23; null: none
 
 
 class PresenceOut(Lenient):
