@@ -26,6 +26,10 @@ if TYPE_CHECKING:  # aiosmtplib and aiosmtpd are imported only by a gateway that
     from mailui4agents.services.email_listen import SmtpListener
     from mailui4agents.services.email_send import EmailSender
 
+# A write transaction as adapters hold it (web/row_actions.py): they pass it on
+# to a service and never query it themselves (tests/architecture/test_adapters.py).
+Transaction = AsyncSession
+
 
 @dataclass
 class Gateway:

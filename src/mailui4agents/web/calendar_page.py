@@ -4,14 +4,19 @@ same service calls as /api/v1/calendar (services/calendar.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from mailui4agents.services import calendar
+from mailui4agents.services.principals import Principal
+from mailui4agents.state import Transaction
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
+from mailui4agents.web.row_actions import row_action
 from mailui4agents.web.views import _addresses, _common, _done, _error, _guard, _page, _text
 from mailui4agents.wire.models import to_json
 
@@ -94,19 +99,10 @@ async def schedule(request: Request) -> Response:
 
 @router.post("/calendar/{entry_id}")
 async def entry_action(request: Request, entry_id: str) -> Response:
-    user, refused, form = await _guard(request)
-    if refused is not None:
-        return refused
-    assert user is not None
-    gw = gateway(request)
-    try:
-        if _text(form, "action") != "cancel":
-            raise data.ServiceError(400, "invalid_value", "unknown action", field="action")
-        async with gw.write() as s:
-            await calendar.cancel(s, user.principal, entry_id)
-    except data.Refusal as err:
-        return _error(request, user, err)
-    return _done(request, f"/calendar#entry-{quote(entry_id)}")
+    async def cancel(s: Transaction, who: Principal, _form: Mapping[str, Any]) -> None:
+        await calendar.cancel(s, who, entry_id)
+
+    return await row_action(request, {"cancel": cancel}, f"/calendar#entry-{quote(entry_id)}")
 
 
 def _wants_json(request: Request) -> bool:

@@ -11,7 +11,7 @@ uses the code. Both count against the login limiter's per-address windows.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -23,10 +23,12 @@ from markupsafe import Markup
 
 from mailui4agents.domain.errors import DomainError, RateLimited
 from mailui4agents.services import devices
-from mailui4agents.state import Gateway
+from mailui4agents.services.principals import Principal
+from mailui4agents.state import Gateway, Transaction
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
-from mailui4agents.web.views import SECURITY_HEADERS, _common, _done, _error, _guard, _page, _text
+from mailui4agents.web.row_actions import row_action
+from mailui4agents.web.views import SECURITY_HEADERS, _common, _guard, _page, _text
 
 router = APIRouter(include_in_schema=False)
 
@@ -128,23 +130,14 @@ async def pair(request: Request) -> Response:
 
 @router.post("/devices/{device_id}")
 async def device_action(request: Request, device_id: str) -> Response:
-    user, refused, form = await _guard(request)
-    if refused is not None:
-        return refused
-    assert user is not None
-    gw = gateway(request)
-    try:
-        action = _text(form, "action")
-        async with gw.write() as s:
-            if action == "revoke":
-                await devices.revoke_device(s, user.principal, device_id)
-            elif action == "rename":
-                await devices.rename_device(s, user.principal, device_id, _text(form, "name"))
-            else:
-                raise data.ServiceError(400, "invalid_value", "unknown action", field="action")
-    except data.Refusal as err:
-        return _error(request, user, err)
-    return _done(request, f"/devices#device-{quote(device_id)}")
+    async def revoke(s: Transaction, who: Principal, _form: Mapping[str, Any]) -> None:
+        await devices.revoke_device(s, who, device_id)
+
+    async def rename(s: Transaction, who: Principal, form: Mapping[str, Any]) -> None:
+        await devices.rename_device(s, who, device_id, _text(form, "name"))
+
+    actions = {"revoke": revoke, "rename": rename}
+    return await row_action(request, actions, f"/devices#device-{quote(device_id)}")
 
 
 # --- the page a phone opens ---------------------------------------------------

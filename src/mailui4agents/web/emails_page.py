@@ -9,14 +9,19 @@ form, naming the field, with what was typed kept."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from mailui4agents.services import email_addresses
+from mailui4agents.services.principals import Principal
+from mailui4agents.state import Transaction
 from mailui4agents.web import auth, data
 from mailui4agents.web.auth import WebUser, gateway
+from mailui4agents.web.row_actions import row_action
 from mailui4agents.web.views import _common, _done, _error, _guard, _page, _text
 
 router = APIRouter(include_in_schema=False)
@@ -104,16 +109,8 @@ async def add(request: Request) -> Response:
 @router.post(PATH + "/{address_id}")
 async def remove(request: Request, address_id: str) -> Response:
     """`action=remove`: remove one of the person's addresses."""
-    user, refused, form = await _guard(request)
-    if refused is not None:
-        return refused
-    assert user is not None
-    gw = gateway(request)
-    try:
-        if _text(form, "action") != "remove":
-            raise data.ServiceError(400, "invalid_value", "unknown action", field="action")
-        async with gw.write() as s:
-            await email_addresses.remove_address(s, user.principal, address_id)
-    except data.Refusal as err:
-        return _error(request, user, err)
-    return _done(request, f"{PATH}?removed=1")
+
+    async def remove_one(s: Transaction, who: Principal, _form: Mapping[str, Any]) -> None:
+        await email_addresses.remove_address(s, who, address_id)
+
+    return await row_action(request, {"remove": remove_one}, f"{PATH}?removed=1")
