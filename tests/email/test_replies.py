@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 
 from mailui4agents.db.reach_tables import EmailInboundRow, EmailOutboxRow, EmailTokenRow
 from mailui4agents.db.tables import SessionRow, UserRow
@@ -443,6 +444,36 @@ async def test_a_gateway_stopping_before_the_commit_leaves_the_reply_to_be_decid
     assert await receive(api, raw) == Received("duplicate")
     assert (await request_of(api, rid))["status"] == "denied"
     assert [(r.outcome, r.request_id) for r in await inbound_rows(api)] == [("decided", rid)]
+
+
+async def test_a_database_failure_leaves_the_reply_to_be_tried_again(
+    team: dict[str, Any], relay: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database failing while a reply is acted on (a dropped connection, a
+    lock timeout) is not a refusal: receive() raises, nothing is committed, and
+    the transport's next try decides."""
+    api = team["api"]
+    rid = await ask(api, team["sid"])
+    original = await request_mail(relay, ANA, rid)
+    raw = reply(original, "approve")
+    real = permission_decisions.decide
+    calls = 0
+
+    async def failing_once(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise OperationalError("UPDATE permissions …", {}, Exception("server closed"))
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(permission_decisions, "decide", failing_once)
+    with pytest.raises(OperationalError):
+        await receive(api, raw)
+    await pending(api, rid)
+    assert await inbound_rows(api) == []
+    assert gateway_of(api).email_in_counts["retry:database"] == 1
+    assert (await receive(api, raw)).outcome == "decided"
+    assert (await request_of(api, rid))["status"] == "approved"
 
 
 async def test_two_copies_past_the_look_up_at_once_decide_once(

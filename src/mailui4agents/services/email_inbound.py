@@ -46,7 +46,7 @@ from datetime import timedelta
 from typing import Literal
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.reach_tables import (
@@ -142,10 +142,20 @@ async def receive(
     second call with the same message is `duplicate`, and a call that never
     returned (the gateway stopped) committed nothing, so a transport removes
     the message from its source only after this returns. Never raises for what
-    the message says: a malformed or hostile e-mail is `refused`."""
+    the message says: a malformed or hostile e-mail is `refused`. Raises
+    OperationalError/InterfaceError when the database fails, having committed
+    nothing, so the transport tries the message again later."""
     job = _Job(gw, raw)
     try:
         return await _receive(job, via, envelope_to)
+    except (OperationalError, InterfaceError) as exc:
+        # The database is unreachable or busy (a dropped connection, a lock
+        # timeout): nothing was committed, so the transport keeps the message
+        # and hands it again (the IMAP fetcher's next pass, the listener's 451
+        # to the sending MX) instead of it being recorded as refused.
+        log.warning("e-mail in (%s): the database failed, to be tried again: %r", via, exc)
+        gw.email_in_counts["retry:database"] += 1
+        raise
     except Exception as exc:  # a bug: recorded, counted, never silent
         log.exception("e-mail in (%s): could not be handled", via)
         got = Received("refused", "error", f"could not be handled: {exc!r}"[:DETAIL_CHARS])
