@@ -7,8 +7,7 @@ naming the field; another person's address is 404."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,9 @@ import httpx
 import pytest
 
 from mailui4agents.settings import Settings
-from tests.conftest import USER_PASSWORD, Api, make_settings
+from tests.conftest import Api, make_settings
 from tests.fakes.smtp_relay import Relay, smtp_relay
+from tests.web.forms import browser, csrf_of
 
 pytestmark = pytest.mark.anyio
 
@@ -38,27 +38,6 @@ def settings(
     return make_settings(
         request, tmp_path, db_backend, mail_from="agentmail@gw.test", email_poll_s=0.5, **extra
     )
-
-
-@asynccontextmanager
-async def browser(api: Api, user: str) -> AsyncIterator[httpx.AsyncClient]:
-    """A browser of `user`, logged in on the web form."""
-    async with httpx.AsyncClient(transport=api.http._transport, base_url="http://gw") as http:
-        page = await http.get("/login")
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
-        assert csrf
-        r = await http.post(
-            "/login",
-            data={"username": user, "password": USER_PASSWORD, "csrf": csrf.group(1), "next": "/"},
-        )
-        assert r.status_code == 303, r.text
-        yield http
-
-
-def csrf_of(html: str) -> str:
-    m = re.search(r'<meta name="csrf-token" content="([^"]+)"', html)
-    assert m
-    return m.group(1)
 
 
 async def addresses(api: Api, who: str) -> list[dict[str, Any]]:

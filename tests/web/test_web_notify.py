@@ -5,13 +5,12 @@ every form, a refusal shown in the form naming the field."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import httpx
 import pytest
 
-from tests.conftest import USER_PASSWORD, Api
+from tests.conftest import Api
+from tests.web.forms import browser, csrf_of
 
 pytestmark = pytest.mark.anyio
 
@@ -29,27 +28,6 @@ FULL = {
     "escalate_after_min": "",
     "email_digest_hour": "",
 }
-
-
-@asynccontextmanager
-async def browser(api: Api, user: str) -> AsyncIterator[httpx.AsyncClient]:
-    """A browser of `user`, logged in on the web form."""
-    async with httpx.AsyncClient(transport=api.http._transport, base_url="http://gw") as http:
-        page = await http.get("/login")
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
-        assert csrf
-        r = await http.post(
-            "/login",
-            data={"username": user, "password": USER_PASSWORD, "csrf": csrf.group(1), "next": "/"},
-        )
-        assert r.status_code == 303, r.text
-        yield http
-
-
-def csrf_of(html: str) -> str:
-    m = re.search(r'<meta name="csrf-token" content="([^"]+)"', html)
-    assert m
-    return m.group(1)
 
 
 async def test_the_form_shows_and_saves_the_persons_own_policy(api: Api) -> None:
