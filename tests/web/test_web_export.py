@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Api
-from tests.web.test_web_notify import browser
+from tests.web.forms import browser
 
 pytestmark = pytest.mark.anyio
 
