@@ -17,43 +17,20 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 from email.message import EmailMessage
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 
-from mailui4agents.app import create_app
 from mailui4agents.services import email_work, identity
 from mailui4agents.settings import Settings
-from mailui4agents.state import Gateway
 from tests.bridge.harness import WAIT_S, Agent, Human
 from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, make_settings
 from tests.email.conftest import link_token
 from tests.fakes.smtp_relay import Relay, smtp_relay
+from tests.live_app import LiveApp, live_app_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
-
-
-class _ReadyServer(uvicorn.Server):
-    """uvicorn, telling when its startup (listening, lifespan) is over."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = anyio.Event()
-
-    async def startup(self, sockets: Any = None) -> None:
-        try:
-            await super().startup(sockets=sockets)
-        finally:
-            self.ready.set()
-
-
-class Served:
-    def __init__(self, url: str, gateway: Gateway) -> None:
-        self.url = url
-        self.gateway = gateway
 
 
 MAIL_FROM = "agentmail@gw.test"
@@ -88,27 +65,13 @@ def settings(
 
 
 @pytest.fixture
-async def served(settings: Settings) -> AsyncIterator[Served]:
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, lifespan="on", log_level="warning",
-        loop="asyncio", http="h11", ws="none", timeout_graceful_shutdown=2,
-    )  # fmt: skip
-    server = _ReadyServer(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        with anyio.fail_after(30):
-            await server.ready.wait()
-        assert server.started, "uvicorn failed to start"
-        port = server.servers[0].sockets[0].getsockname()[1]
-        try:
-            yield Served(f"http://127.0.0.1:{port}", app.state.gateway)
-        finally:
-            server.should_exit = True
+async def served(settings: Settings) -> AsyncIterator[LiveApp]:
+    async with live_app_here(settings) as live:
+        yield live
 
 
 @pytest.fixture
-async def people(served: Served) -> AsyncIterator[Human]:
+async def people(served: LiveApp) -> AsyncIterator[Human]:
     async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
         r = await http.post(
             "/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
@@ -127,7 +90,7 @@ async def people(served: Served) -> AsyncIterator[Human]:
 
 
 @pytest.fixture
-async def agent(people: Human, served: Served, tmp_path: Path) -> AsyncIterator[Agent]:
+async def agent(people: Human, served: LiveApp, tmp_path: Path) -> AsyncIterator[Agent]:
     a = await people.new_agent(tmp_path, served.url)
     try:
         yield a
@@ -138,7 +101,7 @@ async def agent(people: Human, served: Served, tmp_path: Path) -> AsyncIterator[
 
 
 async def test_a_mail_to_agent_plus_alias_starts_a_session_the_bridge_answers(
-    served: Served, people: Human, agent: Agent
+    served: LiveApp, people: Human, agent: Agent
 ) -> None:
     admin = {"Authorization": f"Bearer {people.admin_token}"}
     r = await people.http.put(
@@ -190,7 +153,7 @@ def _submit(listen: str, msg: EmailMessage) -> None:
 
 
 async def test_new_work_mailed_to_agent_plus_alias_is_answered_by_e_mail_in_its_thread(
-    served: Served, people: Human, agent: Agent, relay: Relay, settings: Settings
+    served: LiveApp, people: Human, agent: Agent, relay: Relay, settings: Settings
 ) -> None:
     admin = {"Authorization": f"Bearer {people.admin_token}"}
     r = await people.http.put(
