@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 MAX_ADDRESS = 254  # RFC 5321 §4.5.3.1.3: a path is at most 256 octets, brackets included
 MAX_LOCAL = 64
@@ -109,15 +109,8 @@ def parse_relay(url: str) -> Relay:
     host = parts.hostname
     if not host:
         raise ValueError("the SMTP URL needs a host, e.g. smtp://user@mail.example.org:587")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError("the SMTP URL's port must be a number from 1 to 65535") from None
     implicit = parts.scheme == "smtps"
-    if port is None:
-        port = 465 if implicit else 587
-    if not 1 <= port <= 65535:
-        raise ValueError("the SMTP URL's port must be a number from 1 to 65535")
+    port = _port(parts, "SMTP", 465 if implicit else 587)
     username = unquote(parts.username) if parts.username else None
     return Relay(host=host, port=port, implicit_tls=implicit, username=username)
 
@@ -168,15 +161,8 @@ def parse_mailbox(url: str) -> Mailbox:
         raise ValueError("the IMAP URL needs a host, e.g. imaps://user@imap.example.org:993")
     if not parts.username:
         raise ValueError("the IMAP URL needs the user to log in as, e.g. imaps://user@host:993")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError("the IMAP URL's port must be a number from 1 to 65535") from None
     implicit = parts.scheme == "imaps"
-    if port is None:
-        port = 993 if implicit else 143
-    if not 1 <= port <= 65535:
-        raise ValueError("the IMAP URL's port must be a number from 1 to 65535")
+    port = _port(parts, "IMAP", 993 if implicit else 143)
     mailbox = unquote(parts.path.lstrip("/")) or "INBOX"
     if (
         len(mailbox) > MAX_MAILBOX
@@ -212,3 +198,17 @@ def parse_listen(text: str) -> Listen:
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
         raise ValueError("the SMTP listener's port must be a number from 0 to 65535")
     return Listen(host, int(port_text))
+
+
+def _port(parts: SplitResult, kind: str, default: int) -> int:
+    """The URL's port (`default` when it names none), 1 to 65535."""
+    bad = f"the {kind} URL's port must be a number from 1 to 65535"
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(bad) from None
+    if port is None:
+        return default
+    if not 1 <= port <= 65535:
+        raise ValueError(bad)
+    return port
