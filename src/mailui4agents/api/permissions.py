@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Response
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.results import DUPLICATE, answer_request
-from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate
+from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate, WithdrawIn
 from mailui4agents.services import (
     deciding,
     grants,
@@ -21,7 +21,7 @@ from mailui4agents.services import (
     size_limits,
 )
 from mailui4agents.wire.deliveries import DeliveryOut
-from mailui4agents.wire.models import Duplicate, GrantOut, Page, PermissionOut
+from mailui4agents.wire.models import Duplicate, GrantOut, Page, PermissionOut, Withdrawn
 
 router = APIRouter(prefix="/api/v1", tags=["permissions"])
 
@@ -60,6 +60,17 @@ async def create_permission(
             timeout_s=body.timeout_s,
         )
     return answer_request(result, response)
+
+
+@router.post("/agent/permissions/withdraw", response_model=Withdrawn)
+async def withdraw_permissions(body: WithdrawIn, who: Agent, gw: GatewayDep) -> Withdrawn:
+    """The agent's terminal answered first (docs/remote.md, "Answered in the
+    terminal"): its pending requests under `relay_key_prefix` close as
+    "answered in the terminal", and every page and device shows it. A request a
+    human decided first keeps that decision (not listed)."""
+    async with gw.write() as s:
+        ids = await permissions.withdraw_answered(s, who, body.relay_key_prefix)
+    return Withdrawn(withdrawn=ids)
 
 
 @router.get(

@@ -137,6 +137,13 @@ class PermissionCreate(StrictBody):
     timeout_s: int | None = Field(default=None, ge=1, le=86400)
 
 
+class WithdrawIn(StrictBody):
+    """The agent's terminal answered its own dialog first: withdraw the agent's
+    pending requests whose relay key starts with this prefix."""
+
+    relay_key_prefix: str = Field(min_length=8, max_length=160)
+
+
 class DecisionIn(StrictBody):
     decision: Literal["approve", "deny"]
     note: str | None = None

@@ -61,8 +61,6 @@ from typing import Any
 
 import click
 
-from mailui4agents.cli.common import fail
-
 
 @dataclass(frozen=True)
 class Platform:
@@ -418,70 +416,6 @@ def install_pi(path: Path, text: str) -> Result:
     return write_changes(path, old, text, [])
 
 
-@click.command("install-hook")
-@click.argument("platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, PI])))
-@click.option(
-    "--project",
-    type=click.Path(file_okay=False, exists=True),
-    metavar="DIR",
-    help="Install into DIR's settings (default: your user settings in the home directory).",
-)
-@click.option(
-    "--timeout",
-    type=click.IntRange(MIN_TIMEOUT_S, 86400),
-    metavar="SECONDS",
-    help="How long the platform lets the hook run, in seconds "
-    "(default: Claude Code and Codex 600, Gemini 60, ZCode 60; written to Gemini's file in ms; "
-    "pi: how long the hook waits for a person).",
-)
-def install_hook(platform_name: str, project: str | None, timeout: int | None) -> None:
-    """Make PLATFORM (claude-code, codex, gemini, zcode, pi) ask agentmail before guarded tool use.
-
-    Merges an `agentmail hook PLATFORM` entry into the platform's settings
-    (Codex: hooks.json in $CODEX_HOME or DIR/.codex; ZCode:
-    ~/.zcode/cli/config.json, hooks.events), keeping everything else;
-    for pi, which has no hook setting, writes the agentmail gate extension into
-    pi's extensions folder. Running it again changes nothing.
-    """
-    executable = agentmail_executable()
-    if platform_name == PI:
-        path = pi_extension_path(project)
-        try:
-            result = install_pi(path, pi_extension_text(executable, timeout))
-        except (SettingsError, OSError) as error:
-            fail(f"not changing {path}: {error}")
-        report(
-            result,
-            executable,
-            unchanged=f"agentmail gate for pi already installed in {path}; no change.",
-            done=f"Installed the agentmail gate extension for pi in {path}.",
-        )
-        return
-    platform = PLATFORMS[platform_name]
-    if platform.user_level_only and project is not None:
-        fail(f"{platform.name} reads hooks from the user's config only; run without --project")
-    path = settings_path_for(platform, project)
-    command = hook_command(platform, executable, timeout)
-    try:
-        result = install(platform, path, command, timeout)
-    except (SettingsError, OSError) as error:
-        fail(f"not changing {path}: {error}")
-    for warning in _timeout_warnings(platform, command, timeout or platform.default_timeout_s):
-        click.echo(f"warning: {warning}", err=True)
-    report(
-        result,
-        executable,
-        unchanged=f"agentmail hook for {platform.name} already installed in {path}; no change.",
-        done=f"Installed the agentmail hook for {platform.name} in {path}.",
-    )
-    if platform is CODEX and result.changed:
-        click.echo(
-            "Codex runs a new hook only once it is trusted: open `codex`, type /hooks and "
-            "trust it (headless runs: --dangerously-bypass-hook-trust). Until then Codex "
-            "skips it without a word."
-        )
-
-
 def report(result: Result, executable: str | None, *, unchanged: str, done: str) -> None:
     """Tell what an install did: warnings, then the diff, or that nothing changed."""
     if executable is None:
@@ -499,7 +433,7 @@ def report(result: Result, executable: str | None, *, unchanged: str, done: str)
     click.echo(done)
 
 
-def _timeout_warnings(platform: Platform, command: str, timeout_s: int) -> list[str]:
+def timeout_warnings(platform: Platform, command: str, timeout_s: int) -> list[str]:
     """A hook deadline that would outlast the platform's timeout fails open: say so."""
     if HOOK_TIMEOUT_VAR in command:
         return []

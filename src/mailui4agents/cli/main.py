@@ -52,7 +52,7 @@ COMMANDS = {
     "revoke": "mailui4agents.cli.approvals:revoke",
     "deciders": "mailui4agents.cli.approvals:deciders",
     "hook": "mailui4agents.cli.hook:hook",
-    "install-hook": "mailui4agents.cli.install:install_hook",
+    "install-hook": "mailui4agents.cli.install_cmd:install_hook",
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",
     "install-mcp": "mailui4agents.cli.install_mcp:install_mcp",
     "bridge": "mailui4agents.cli.bridge:bridge",

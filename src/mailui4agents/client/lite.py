@@ -282,6 +282,14 @@ class Gateway:
         body = {name: value for name, value in values.items() if value is not None}
         return self.call_object("POST", "/agent/permissions", body, until=until)
 
+    def withdraw(self, relay_key_prefix: str, *, until: float) -> list[str]:
+        """``POST /agent/permissions/withdraw``: the ids of the requests closed as
+        answered in the terminal."""
+        body = {"relay_key_prefix": relay_key_prefix}
+        data = self.call_object("POST", "/agent/permissions/withdraw", body, until=until)
+        ids = data.get("withdrawn")
+        return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+
     def interactive_session(
         self, platform_id: str, owner: str, cwd: str, title: str | None, *, until: float
     ) -> str:

@@ -54,3 +54,18 @@ def render(decision: HookDecision) -> str:
 
 
 PLATFORM = Platform(NAME, DEFAULT_TIMEOUT_S, parse, render)
+
+
+def _events() -> None:
+    """The other events of an interactive install (hooks/events.py, hooks/race.py)."""
+    from mailui4agents.hooks import race
+
+    PLATFORM.events = {
+        "PreToolUse": race.pre_tool_use(PLATFORM, render),
+        "PermissionRequest": race.permission_request(PLATFORM),
+        "PostToolUse": race.post_tool_use(PLATFORM),
+        "PostToolUseFailure": race.post_tool_use(PLATFORM),
+    }
+
+
+_events()

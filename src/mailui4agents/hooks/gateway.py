@@ -26,15 +26,21 @@ def connect(settings: HookSettings) -> lite.Gateway:
 
 
 def ask_gateway(
-    call: ToolCall, settings: HookSettings, gateway: lite.Gateway, deadline: float
+    call: ToolCall,
+    settings: HookSettings,
+    gateway: lite.Gateway,
+    deadline: float,
+    key_prefix: str | None = None,
 ) -> HookDecision:
-    """Find the mail session, ask a human there, and wait for the answer."""
+    """Find the mail session, ask a human there, and wait for the answer.
+    ``key_prefix``: the relay key starts with it (and ends with a random id),
+    so that the terminal's answer can withdraw it (hooks/race.py)."""
     # A hard stop a little after the wait deadline, for calls that would hang
     # before the wait starts (the session lookup); the wait keeps its own deadline.
     hard_stop = lite.clock() + settings.timeout_s + FINAL_CHECK_S + 1.0
     try:
         try:
-            session_id = _mail_session(gateway, call, settings, hard_stop)
+            session_id = mail_session(gateway, call, settings, hard_stop)
         except ApiError as exc:
             return from_error(exc, mail_driven=settings.mail_driven)
         if session_id is None:
@@ -42,14 +48,19 @@ def ask_gateway(
                 f"{settings.platform} gave no session id to bind a mail session to: "
                 "the platform's own prompt decides"
             )
-        key = hook_relay_key(settings.platform, call.session_id or session_id, call.tool_use_id)
+        if key_prefix is not None:
+            import uuid
+
+            key = f"{key_prefix}{uuid.uuid4().hex}"
+        else:
+            key = hook_relay_key(settings.platform, call.session_id or session_id, call.tool_use_id)
         return ask_human(gateway, call, settings, session_id=session_id, key=key, deadline=deadline)
     except TimeoutError:
         pass
     return deny(f"timed out: no answer from the gateway within {settings.timeout_s:g} s")
 
 
-def _mail_session(
+def mail_session(
     gateway: lite.Gateway, call: ToolCall, settings: HookSettings, until: float
 ) -> str | None:
     if settings.mail_session_id is not None:

@@ -22,6 +22,13 @@ def _always_zero(_decision: HookDecision) -> int:
     return 0
 
 
+#: A handler for one hook event other than the tool gate (``PermissionRequest``,
+#: ``Notification``, ``Stop``, ...): the parsed stdin and the environment in, the
+#: text to print and the exit status out, or None to leave the input to the
+#: tool gate (mailui4agents/hooks/events.py).
+EventHandler = Callable[[dict[str, Any], Mapping[str, str]], "tuple[str, int] | None"]
+
+
 class Platform:
     """One agent platform: how to read its hook input and answer it.
 
@@ -32,7 +39,7 @@ class Platform:
     (mailui4agents/hooks/types.py says why).
     """
 
-    __slots__ = ("default_timeout_s", "exit_code", "name", "parse", "render")
+    __slots__ = ("default_timeout_s", "events", "exit_code", "name", "parse", "render")
 
     def __init__(
         self,
@@ -41,6 +48,7 @@ class Platform:
         parse: Callable[[str, Mapping[str, str]], ToolCall],
         render: Callable[[HookDecision], str],
         exit_code: Callable[[HookDecision], int] = _always_zero,
+        events: Mapping[str, EventHandler] | None = None,
     ) -> None:
         self.name = name
         self.default_timeout_s = default_timeout_s
@@ -48,6 +56,9 @@ class Platform:
         self.render = render
         #: The exit status for a decision (platforms that read it, like the generic hook).
         self.exit_code = exit_code
+        #: Handlers by ``hook_event_name`` for the events that are not the tool
+        #: gate; an input naming none of them is a tool call (``parse``).
+        self.events: Mapping[str, EventHandler] = events or {}
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r})"

@@ -20,6 +20,11 @@ def answer(platform: Platform, stdin: bytes, env: Mapping[str, str]) -> str:
 
 def answer_and_exit(platform: Platform, stdin: bytes, env: Mapping[str, str]) -> tuple[str, int]:
     """The text to print and the exit status for one hook call."""
+    from mailui4agents.hooks.events import dispatch
+
+    handled = dispatch(platform, stdin, env)
+    if handled is not None:
+        return handled
     decision = decision_for(platform, stdin, env)
     return platform.render(decision), platform.exit_code(decision)
 

@@ -96,6 +96,10 @@ class HookSettings(Value):
     - ``AGENTMAIL_HOOK_TIMEOUT``: seconds to wait for a human (else the platform's default)
     - ``AGENTMAIL_SESSION_ID``: the mail session of a bridge (mail-driven) turn
     - ``AGENTMAIL_OWNER``: the human asked in an interactive terminal session
+    - ``AGENTMAIL_INTERACTIVE``: ``1`` when the terminal's own dialog races the
+      remote ask (``agentmail install-hook claude-code --interactive``); then the
+      owner defaults to the person who ran ``agentmail login`` (the config
+      file's ``username``), since the terminal can always answer itself
     - ``AGENTMAIL_DATA_DIR``: the gateway's data dir, protected (default ./agentmail-data)
     - ``AGENTMAIL_URL`` / ``AGENTMAIL_KEY`` / ``AGENTMAIL_AGENT``: see client/config.py
 
@@ -108,6 +112,7 @@ class HookSettings(Value):
         "data_dir",
         "env",
         "home",
+        "interactive",
         "mail_session_id",
         "owner",
         "platform",
@@ -122,6 +127,7 @@ class HookSettings(Value):
     home: str
     env: Mapping[str, str]
     stored: Mapping[str, Any]  # the config file's contents
+    interactive: bool
 
     def __init__(
         self,
@@ -134,6 +140,7 @@ class HookSettings(Value):
         home: str,
         env: Mapping[str, str],
         stored: Mapping[str, Any],
+        interactive: bool = False,
     ) -> None:
         self._init(
             platform=platform,
@@ -144,6 +151,7 @@ class HookSettings(Value):
             home=home,
             env=env,
             stored=stored,
+            interactive=interactive,
         )
 
     @property
@@ -169,15 +177,24 @@ class HookSettings(Value):
         home = env.get("HOME") or os.path.expanduser("~")
         # Relative to the tool call's cwd, as the gateway would resolve it there.
         data_dir = os.path.join(call.cwd, env.get("AGENTMAIL_DATA_DIR") or "agentmail-data")
+        stored = read_config_file(config_file_path(env))
+        interactive = env.get("AGENTMAIL_INTERACTIVE") == "1"
+        owner = env.get("AGENTMAIL_OWNER") or None
+        if owner is None and interactive:
+            # Only where the terminal's dialog stays up: without the race, an
+            # owner makes every guarded call wait for a remote answer.
+            username = stored.get("username")
+            owner = username if isinstance(username, str) and username else None
         return cls(
             platform=platform,
             timeout_s=hook_timeout(env.get("AGENTMAIL_HOOK_TIMEOUT"), default_timeout_s),
             mail_session_id=env.get("AGENTMAIL_SESSION_ID") or None,
-            owner=env.get("AGENTMAIL_OWNER") or None,
+            owner=owner,
             data_dir=os.path.normpath(data_dir),
             home=home,
             env=env,
-            stored=read_config_file(config_file_path(env)),
+            stored=stored,
+            interactive=interactive,
         )
 
 

@@ -158,6 +158,8 @@ async def announce(
     receipt mail in the thread — a receipt, never a new task. `deciders`: the
     session's, if the caller has them already."""
     word = {"approved": "Approved", "denied": "Denied"}.get(row.status, row.status.capitalize())
+    if answered_in_terminal(row.status, row.decided_channel):
+        word = "Answered in the terminal"
     what = row.tool_name if row.kind == "approval" else "question"
     body = f"{word}: {what} (request {row.id})."
     if row.answers:
@@ -181,16 +183,19 @@ async def announce(
     )
 
 
-async def _close(s: AsyncSession, rows: list[PermissionRow], status: str, by: str) -> int:
+async def _close(
+    s: AsyncSession, rows: list[PermissionRow], status: str, by: str, channel: str = "system"
+) -> int:
     closed = 0
     now = utcnow()
-    # Nobody decided: the gateway settled it (docs/remote.md, "First answer wins").
+    # Nobody decided here: the gateway settled it, or the agent's terminal
+    # answered first (docs/remote.md, "First answer wins").
     values = {
         "status": status,
         "decision": status,
         "decided_by": by,
         "decided_at": now,
-        "decided_channel": "system",
+        "decided_channel": channel,
         "decided_device": None,
     }
     for row in rows:
@@ -241,6 +246,41 @@ async def cancel_pending(s: AsyncSession, session_id: str, by: str) -> int:
         ).all()
     )
     return await _close(s, rows, "cancelled", by)
+
+
+#: How many pending requests one withdrawal may close (a terminal answers one
+#: dialog at a time; a few more allow for parallel tool calls).
+MAX_WITHDRAWN = 20
+
+
+async def withdraw_answered(s: AsyncSession, agent: Principal, relay_key_prefix: str) -> list[str]:
+    """The agent's terminal answered its own dialog first: close the agent's
+    pending requests whose relay key starts with ``relay_key_prefix`` as
+    "answered in the terminal" (status ``cancelled``, channel ``terminal``), so
+    no page or notification offers a decision nobody waits for. The ids closed
+    (none when a human decided first: that decision stands)."""
+    rows = list(
+        (
+            await s.scalars(
+                select(PermissionRow)
+                .where(
+                    PermissionRow.agent_name == agent.name,
+                    PermissionRow.status == "pending",
+                    PermissionRow.relay_key.startswith(relay_key_prefix, autoescape=True),
+                )
+                .order_by(PermissionRow.created_at)
+                .limit(MAX_WITHDRAWN)
+            )
+        ).all()
+    )
+    closed = rows
+    await _close(s, closed, "cancelled", agent.name, channel="terminal")
+    return [row.id for row in closed if row.decided_channel == "terminal"]
+
+
+def answered_in_terminal(status: str | None, channel: str | None) -> bool:
+    """A request the agent's own terminal answered (:func:`withdraw_answered`)."""
+    return status == "cancelled" and channel == "terminal"
 
 
 async def list_for_human(

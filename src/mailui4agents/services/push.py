@@ -242,6 +242,8 @@ def settled_text(row: PermissionRow, now: datetime | None = None) -> str:
     "timed out", "cancelled by bob"."""
     if row.status == "expired":
         return "timed out"
+    if row.status == "cancelled" and row.decided_channel == "terminal":
+        return "answered in the terminal"
     if row.status == "cancelled":
         return f"cancelled by {row.decided_by}" if row.decided_by != "system" else "cancelled"
     status = "answered" if row.kind == "question" and row.status == "approved" else row.status

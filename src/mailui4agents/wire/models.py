@@ -209,6 +209,12 @@ class DeciderOut(Lenient):
     created_at: Timestamp | None = None
 
 
+class Withdrawn(Lenient):
+    """The requests an agent's terminal answered first, now closed."""
+
+    withdrawn: list[str]
+
+
 class Duplicate(Lenient):
     """A relay key used before by the same sender: nothing was written. It names
     the first mail (`mail_id`) or request (`request_id`)."""
