@@ -6,7 +6,9 @@
 # the `postgres` user) for the throwaway clusters of tests/pg_fixtures.py; and
 # Caddy (Debian package `caddy`), the reverse proxy of tests/e2e/test_proxy_caddy.py;
 # and Dovecot (Debian packages `dovecot-imapd`, `dovecot-lmtpd`), the IMAP mailboxes
-# and the LMTP delivery of the e-mail tests (tests/fakes/dovecot.py).
+# and the LMTP delivery of the e-mail tests (tests/fakes/dovecot.py); and tmux
+# (Debian package `tmux`), the real terminal of the interactive agent tests
+# (tests/bridge/tmux.py).
 # Under CI=true anything missing afterwards is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,6 +75,15 @@ if ! command -v dovecot >/dev/null || [ ! -x /usr/lib/dovecot/imap ] || [ ! -x /
   fi
   { command -v dovecot >/dev/null && [ -x /usr/lib/dovecot/imap ] && [ -x /usr/lib/dovecot/lmtp ]; } ||
     { echo "dovecot missing: apt-get install dovecot-imapd dovecot-lmtpd" >&2; missing=1; }
+fi
+
+if ! command -v tmux >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing tmux (Debian package)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+  fi
+  command -v tmux >/dev/null || { echo "tmux missing: apt-get install tmux" >&2; missing=1; }
 fi
 
 AXE=.cache/axe-core-$AXE_VERSION/node_modules/axe-core/axe.min.js

@@ -370,6 +370,8 @@ def test_request_state_words() -> None:
         ({"status": "expired", "decided_by": "system"}, "Timed out",
          "Timed out: nobody decided in time"),
         ({"status": "cancelled", "decided_by": "ana"}, "Cancelled", "Cancelled by ana"),
+        ({"status": "cancelled", "decided_by": "bot", "decided_channel": "terminal"},
+         "Answered in the terminal", "Answered in the terminal"),
         ({"status": "approved", "kind": "question", "answers": ["a"]}, "Answered",
          "Answered by ana"),
     ]  # fmt: skip

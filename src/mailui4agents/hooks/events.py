@@ -28,6 +28,10 @@ from mailui4agents.hooks.types import HookSettings, ToolCall
 #: Printed when an event handler has nothing to say: the platform goes on.
 NOTHING: tuple[str, int] = ("", 0)
 
+#: The event that is the tool gate itself (hooks/core.py) on every platform
+#: that names its events.
+GATE_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
+
 
 def event_of(stdin: bytes) -> tuple[str, dict[str, Any]] | None:
     """The event name and parsed input when ``stdin`` names a hook event, else
@@ -44,8 +48,7 @@ def event_of(stdin: bytes) -> tuple[str, dict[str, Any]] | None:
 
 def dispatch(platform: Platform, stdin: bytes, env: Mapping[str, str]) -> tuple[str, int] | None:
     """The answer of the platform's handler for the event in ``stdin``, or None
-    when it is a tool call for the gate (or an event this platform has no
-    handler for, which the gate then reads as a tool call)."""
+    when it is a tool call for the gate."""
     if not platform.events:
         return None
     found = event_of(stdin)
@@ -53,7 +56,10 @@ def dispatch(platform: Platform, stdin: bytes, env: Mapping[str, str]) -> tuple[
         return None
     handler = platform.events.get(found[0])
     if handler is None:
-        return None
+        # An event the settings name but this version has no handler for (an
+        # older agentmail under a newer install) says nothing rather than
+        # answering it as a tool call, in the wrong shape.
+        return None if found[0] in GATE_EVENTS else NOTHING
     try:
         return handler(found[1], env)
     except Exception as exc:  # best effort: never break the agent's turn

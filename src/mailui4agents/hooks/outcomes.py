@@ -16,6 +16,9 @@ from mailui4agents.domain.policy import outcome_allows
 from mailui4agents.hooks.types import HookDecision, allow, ask, deny
 
 GRANT_PREFIX = "grant:"
+#: How a deny for a request the gateway would not take begins (hooks/race.py
+#: leaves those to the terminal's dialog).
+REFUSED = "the gateway refused the request"
 
 
 def from_decision(closed: Decision, *, timeout_s: float) -> HookDecision:
@@ -64,7 +67,7 @@ def from_error(error: ApiError, *, mail_driven: bool) -> HookDecision:
         return deny("the mail session is in plan mode (read-only): guarded tools are refused")
     if error.status == 409 and reason == "no_human":
         return deny("no human takes part in this mail session, so nobody could approve: denied")
-    return deny(f"the gateway refused the request ({error.status}): {error.message}")
+    return deny(f"{REFUSED} ({error.status}): {error.message}")
 
 
 def duplicate() -> HookDecision:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -144,6 +145,7 @@ def _race(call: ToolCall, settings: HookSettings) -> HookDecision:
     prefix = relay_key_prefix(settings.platform, call.session_id, call.tool_name, call.tool_input)
     from mailui4agents.client import lite
     from mailui4agents.hooks.gateway import ask_gateway, connect
+    from mailui4agents.hooks.outcomes import REFUSED
 
     gateway = connect(settings)
     previous = signal.signal(signal.SIGTERM, _on_term)
@@ -159,9 +161,11 @@ def _race(call: ToolCall, settings: HookSettings) -> HookDecision:
     finally:
         if signal.getsignal(signal.SIGTERM) is _on_term:
             signal.signal(signal.SIGTERM, previous)
-    if decision.verdict == "deny" and decision.reason.startswith("timed out"):
-        # Nobody answered remotely in time: the dialog is still up, and the
-        # person at the terminal can still answer it.
+    if decision.verdict == "deny" and decision.reason.startswith(("timed out", REFUSED)):
+        # Nobody answered remotely in time, or the gateway would not take the
+        # request (say, the owner is not one of the agent's): the dialog is
+        # still up, and the person at the terminal can still answer it.
+        sys.stderr.write(f"agentmail: not asked remotely: {decision.reason}\n")
         return ask(decision.reason)
     return decision
 

@@ -274,6 +274,9 @@ def _word_and_line(p: RequestCard, status: str) -> tuple[str, str]:
         return "", "Waiting for a decision"
     if status == "expired":
         return "Timed out", "Timed out: nobody decided in time"
+    if status == "cancelled" and decided_via(p) == CHANNEL_WORDS["terminal"]:
+        # The agent's terminal answered its own dialog first (docs/remote.md).
+        return "Answered in the terminal", "Answered in the terminal"
     if status == "cancelled":
         who = f" by {by}" if by and by != "system" else ""
         return "Cancelled", f"Cancelled{who}"
