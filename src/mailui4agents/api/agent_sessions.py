@@ -6,9 +6,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from mailui4agents.api.deps import Agent, GatewayDep
-from mailui4agents.api.schemas import AliasProposal, InteractiveSessionIn
-from mailui4agents.services import access, agents, identity, session_summary, sessions
-from mailui4agents.wire.models import SessionOut
+from mailui4agents.api.schemas import AliasProposal, InteractiveSessionIn, WaitingIn
+from mailui4agents.services import access, agents, identity, session_summary, sessions, waiting
+from mailui4agents.wire.models import SessionOut, WaitingOut
 
 router = APIRouter(prefix="/api/v1/agent/sessions", tags=["agent"])
 
@@ -48,3 +48,15 @@ async def propose_alias(
     """Suggest a name for a session the agent takes part in; a decider accepts it."""
     async with gw.write() as s:
         return await sessions.propose_alias(s, who, session_id, body.alias)
+
+
+@router.post("/{session_id}/waiting", response_model=WaitingOut)
+async def waiting_notice(
+    session_id: str, body: WaitingIn, who: Agent, gw: GatewayDep
+) -> WaitingOut:
+    """The agent waits for its person: push the session's deciders, once per turn."""
+    async with gw.write() as s:
+        done = await waiting.notify(
+            s, who, session_id, kind=body.kind, excerpt=body.excerpt, turn=body.turn
+        )
+    return WaitingOut(deduplicated=done.deduplicated, pushed=done.pushed)

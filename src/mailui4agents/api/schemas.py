@@ -161,6 +161,17 @@ class InteractiveSessionIn(StrictBody):
     title: str | None = None
 
 
+class WaitingIn(StrictBody):
+    """An interactive agent waits for its person (services/waiting.py): `turn`
+    names the turn (Claude Code's prompt_id, Codex's turn_id); one notice per
+    session, kind and turn."""
+
+    kind: Literal["input", "permission"]
+    message: str = Field(min_length=1, max_length=200)
+    excerpt: str | None = Field(default=None, max_length=2000)
+    turn: str = Field(min_length=1, max_length=200)
+
+
 class ForwardIn(StrictBody):
     """Forward a mail (quoted) to new recipients. `session_id`: the session an
     agent works in (its read scope); humans leave it out."""

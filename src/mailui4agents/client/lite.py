@@ -290,6 +290,25 @@ class Gateway:
         ids = data.get("withdrawn")
         return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
+    def waiting(
+        self,
+        session_id: str,
+        kind: str,
+        message: str,
+        excerpt: str | None,
+        turn: str,
+        *,
+        until: float,
+    ) -> bool:
+        """``POST /agent/sessions/{id}/waiting``: True when this turn's notice
+        was sent before (deduplicated)."""
+        body = {"kind": kind, "message": message, "turn": turn}
+        if excerpt:
+            body["excerpt"] = excerpt
+        path = f"/agent/sessions/{quote(session_id)}/waiting"
+        data = self.call_object("POST", path, body, until=until)
+        return data.get("deduplicated") is True
+
     def interactive_session(
         self, platform_id: str, owner: str, cwd: str, title: str | None, *, until: float
     ) -> str:

@@ -79,7 +79,7 @@ class PushOutboxRow(Base):
     request_id: Mapped[str | None] = mapped_column(
         ForeignKey("permissions.id", ondelete="CASCADE"), nullable=True, index=True
     )
-    # permission_request | reminder | escalation | decided | withdrawn | test
+    # permission_request | reminder | escalation | decided | withdrawn | test | waiting
     kind: Mapped[str] = mapped_column(String(20))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)  # the plaintext, encrypted at send
     state: Mapped[str] = mapped_column(String(10), default="queued")  # queued|sending|sent|failed
@@ -296,3 +296,17 @@ class WorkspaceAliasRow(Base):
         ForeignKey("users.id", ondelete="SET NULL"), nullable=True
     )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WaitingNoticeRow(Base):
+    """One "waiting for you" notice of a session (services/waiting.py): the key
+    makes a repeat of the same turn's notice a no-op, whichever replica gets it."""
+
+    __tablename__ = "waiting_notices"
+    session_id: Mapped[str] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(10), primary_key=True)  # input | permission
+    turn: Mapped[str] = mapped_column(String(200), primary_key=True)
+    pushed: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

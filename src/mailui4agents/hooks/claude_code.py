@@ -57,14 +57,16 @@ PLATFORM = Platform(NAME, DEFAULT_TIMEOUT_S, parse, render)
 
 
 def _events() -> None:
-    """The other events of an interactive install (hooks/events.py, hooks/race.py)."""
-    from mailui4agents.hooks import race
+    """The other events of an interactive install (hooks/events.py, hooks/race.py,
+    hooks/idle.py)."""
+    from mailui4agents.hooks import idle, race
 
     PLATFORM.events = {
         "PreToolUse": race.pre_tool_use(PLATFORM, render),
         "PermissionRequest": race.permission_request(PLATFORM),
         "PostToolUse": race.post_tool_use(PLATFORM),
         "PostToolUseFailure": race.post_tool_use(PLATFORM),
+        "Notification": idle.notification(PLATFORM),
     }
 
 

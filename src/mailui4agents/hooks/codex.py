@@ -54,3 +54,14 @@ def render(decision: HookDecision) -> str:
 
 
 PLATFORM = Platform(NAME, DEFAULT_TIMEOUT_S, parse, render)
+
+
+def _events() -> None:
+    """The events other than the tool gate (hooks/events.py): ``Stop`` says
+    "waiting for your input" in an interactive session (hooks/idle.py)."""
+    from mailui4agents.hooks import idle
+
+    PLATFORM.events = {"Stop": idle.codex_stop(PLATFORM)}
+
+
+_events()

@@ -72,6 +72,13 @@ class Target:
     subscription_id: str
 
 
+async def subscribed_devices(s: AsyncSession, names: list[str], now: datetime) -> list[Target]:
+    """The subscribed devices of `names` whose login still works."""
+    if not names:
+        return []
+    return [Target(*found) for found in await s.execute(_TARGETS, {"b_names": names, "b_now": now})]
+
+
 def live_device(now: Any) -> Any:
     """A test on DeviceRow joined to its UserTokenRow: the device's login still works
     (a revoked device has a revoked token, or no device row at all)."""
@@ -201,13 +208,10 @@ async def queue_request(
     names = [name for name, policy in people.items() if policy.push]
     if not names:
         return 0
-    now = utcnow()
-    targets = [
-        Target(*found) for found in await s.execute(_TARGETS, {"b_names": names, "b_now": now})
-    ]
-    if not targets:
+    found = await subscribed_devices(s, names, utcnow())
+    if not found:
         return 0
-    tokens = [secrets.token_urlsafe(TOKEN_BYTES) for _ in targets]
+    tokens = [secrets.token_urlsafe(TOKEN_BYTES) for _ in found]
     await s.execute(
         insert(_TOKENS),
         [
@@ -219,10 +223,10 @@ async def queue_request(
                 "expires_at": row.expires_at,
                 "used_at": None,
             }
-            for target, token in zip(targets, tokens, strict=True)
+            for target, token in zip(found, tokens, strict=True)
         ],
     )
-    for target, token in zip(targets, tokens, strict=True):
+    for target, token in zip(found, tokens, strict=True):
         payload = request_payload(row, session, people[target.person], kind, token)
         await push_send.enqueue(
             s,
@@ -234,7 +238,7 @@ async def queue_request(
             device_id=target.device_id,
             device_name=target.device_name,
         )
-    return len(targets)
+    return len(found)
 
 
 def settled_text(row: PermissionRow, now: datetime | None = None) -> str:

@@ -76,7 +76,9 @@ from mailui4agents.settings import Settings
 log = logging.getLogger("mailui4agents.push")
 
 MAX_PAYLOAD = 3000  # bytes of JSON plaintext; encrypted it stays under the 4096 of RFC 8291
-KINDS = frozenset({"permission_request", "reminder", "escalation", "decided", "withdrawn", "test"})
+KINDS = frozenset(
+    {"permission_request", "reminder", "escalation", "decided", "withdrawn", "test", "waiting"}
+)
 MAX_ATTEMPTS = 5
 TIMEOUT_S = 10.0  # one POST, connection and answer included
 LEASE_S = 60.0  # a claim older than this is taken again (its process died)

@@ -19,7 +19,7 @@ from py_vapid import Vapid02
 from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.services.push_keys import VapidKey, b64url, b64url_decode
 
-URGENT = frozenset({"permission_request", "reminder", "escalation", "test"})
+URGENT = frozenset({"permission_request", "reminder", "escalation", "test", "waiting"})
 TTL_S = 12 * 3600  # how long a push service keeps an undelivered push
 JWT_TTL_S = 12 * 3600  # RFC 8292: at most 24 h
 MAX_RETRY_AFTER_S = 3600.0

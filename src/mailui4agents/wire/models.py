@@ -215,6 +215,15 @@ class Withdrawn(Lenient):
     withdrawn: list[str]
 
 
+class WaitingOut(Lenient):
+    """A "waiting for you" notice: `deduplicated` when this turn's notice was
+    sent before (or a pending request already reached the person); `pushed`, the
+    devices it was queued to."""
+
+    deduplicated: bool
+    pushed: int
+
+
 class Duplicate(Lenient):
     """A relay key used before by the same sender: nothing was written. It names
     the first mail (`mail_id`) or request (`request_id`)."""
