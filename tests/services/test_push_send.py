@@ -528,3 +528,23 @@ def test_the_senders_share_one_tls_context_that_verifies() -> None:
     assert ctx.cert_store_stats()["x509_ca"] > 0  # a CA bundle is loaded
     pool = guarded_transport()._pool
     assert pool._ssl_context is ctx
+
+
+async def test_410_on_a_push_of_no_request_removes_the_subscription_too(
+    api: Api, fake: PushService
+) -> None:
+    """A push that belongs to no request ("waiting for you", a test push) has no
+    delivery log; a 410 still removes the subscription and tells the owner."""
+    gw = gateway_of(api)
+    await api.user("ana")
+    sub = fake.make_subscription()
+    fake.answer(sub.name, 410, "gone")
+    device_id, sub_id = await device_with_subscription(gw, "ana", "Ana's phone", sub)
+    oid = await enqueue(gw, sub_id, device_id, None, n="waiting")
+    result = await final(gw, oid)
+    assert result.status_code == 410 and result.detail == "410 gone: subscription removed"
+    async with gw.read() as s:
+        assert await s.get(PushSubscriptionRow, sub_id) is None
+        device = await s.get(DeviceRow, device_id)
+        assert device is not None and device.push_notice is not None
+    assert gw.push is not None and gw.push.counts["gone"] >= 1

@@ -413,7 +413,8 @@ class PushSender(outbox.Sender):
             mine = await s.scalar(select(PushOutboxRow.id).where(self._mine(claim)))
             if mine is None:
                 return
-            s.add(self._delivery(claim, "failed", detail, latency_us))
+            if claim.request_id is not None:  # a "waiting" or test push has no log
+                s.add(self._delivery(claim, "failed", detail, latency_us))
             # Its other queued pushes die with it: their requests say so too.
             others = await s.execute(
                 select(PushOutboxRow.request_id).where(
