@@ -29,6 +29,7 @@ from mailui4agents.services import (
     notify_due,
     permissions,
     push_send,
+    waiting,
 )
 from mailui4agents.state import Gateway
 
@@ -213,6 +214,7 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
                 async with gw.write() as s:
                     await push_send.sweep(s, clock())
                     await email_send.sweep(s, clock())
+                    await waiting.sweep(s, clock())
             except Exception:  # the next sweep retries
                 log.exception("push or e-mail outbox sweep failed")
         with anyio.move_on_after(gw.settings.scheduler_interval_s):

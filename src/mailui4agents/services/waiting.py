@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -39,6 +39,7 @@ MAX_EXCERPT = 2000  # characters of the agent's last words the hook may send
 MAX_TURN = 200
 EXCERPT_LINES = 3  # the last lines of the agent's message shown
 MAX_BODY = 300  # characters of the notification's body
+KEEP_S = 86400.0  # a turn's key is swept after a day (services/scheduler.py)
 
 _NOTICES = cast(Table, WaitingNoticeRow.__table__)
 
@@ -145,3 +146,14 @@ async def notify(
     if row is not None:
         row.pushed = len(devices)
     return Waiting(deduplicated=False, pushed=len(devices))
+
+
+async def sweep(s: AsyncSession, now: datetime) -> int:
+    """Delete the keys older than KEEP_S (the scheduler's sweep): a platform
+    repeats a turn's notice within minutes, not days."""
+    done = await s.execute(
+        delete(WaitingNoticeRow).where(
+            WaitingNoticeRow.created_at < now - timedelta(seconds=KEEP_S)
+        )
+    )
+    return int(done.rowcount or 0)  # type: ignore[attr-defined]
