@@ -11,8 +11,6 @@ allows.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +20,8 @@ import anyio
 import pytest
 
 from tests.bridge.agent_clis import require
-from tests.bridge.harness import REPO, Agent, Human
-from tests.bridge.tmux import Terminal
+from tests.bridge.harness import Agent, Human
+from tests.bridge.tmux import Terminal, claude_in_terminal
 from tests.fakes.model_server import ModelServer, bash_then_answer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow]
@@ -60,44 +58,17 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
 
 
 def launch(agent: Agent, claude_bin: Path, model: ModelServer, terminal: Terminal) -> None:
-    """Claude Code in the terminal, in the agent's workspace, with the interactive
-    hooks installed by `agentmail install-hook`, asked to create the marker."""
+    """Claude Code in the terminal, in the agent's workspace, asked to create the
+    marker; the config file names the owner as `agentmail login` leaves it."""
     home = agent.workspace.parent / "home"
-    home.mkdir()
-    work = str(agent.workspace)
-    # No start-up dialogs: onboarding done, the key approved, the folder trusted.
-    (home / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True, "theme": "dark",
-        "customApiKeyResponses": {"approved": ["dummy"], "rejected": []},
-        "projects": {work: {"hasTrustDialogAccepted": True}},
-    }))  # fmt: skip
     config = home / ".config"
     (config / "agentmail").mkdir(parents=True)
     (config / "agentmail" / "config.json").write_text(
-        json.dumps({"url": agent.url, "username": "admin"})  # as `agentmail login` leaves it
+        json.dumps({"url": agent.url, "username": "admin"})
     )
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(config),
-        "PYTHONPATH": str(REPO / "src"),
-        "TERM": "xterm-256color",
-    }
-    install = [sys.executable, "-m", "mailui4agents.cli.main", "install-hook", "claude-code",
-               "--interactive", "--project", work]  # fmt: skip
-    subprocess.run(install, check=True, capture_output=True, env=env, timeout=60)
-    terminal.start(
-        [str(claude_bin), "--permission-mode", "default", "create the marker"],
-        agent.workspace,
-        {
-            **env,
-            "ANTHROPIC_BASE_URL": model.url,
-            "ANTHROPIC_API_KEY": "dummy",
-            "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "AGENTMAIL_URL": agent.url,
-            "AGENTMAIL_KEY": agent.key,
-        },
+    env = {"XDG_CONFIG_HOME": str(config), "AGENTMAIL_URL": agent.url, "AGENTMAIL_KEY": agent.key}
+    claude_in_terminal(
+        terminal, claude_bin, agent.workspace, home, model.url, "create the marker", env
     )
 
 

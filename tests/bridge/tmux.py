@@ -4,12 +4,15 @@ installs it; a missing tmux fails under CI=true through tests/needs.missing)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -62,3 +65,54 @@ class Terminal:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], capture_output=True)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def claude_in_terminal(
+    terminal: Terminal,
+    claude_bin: Path,
+    work: Path,
+    home: Path,
+    model_url: str,
+    prompt: str,
+    env: Mapping[str, str],
+    claude_json: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Real Claude Code in ``terminal``, in ``work``, with the interactive hooks that
+    ``agentmail install-hook claude-code --interactive`` writes, asked ``prompt``.
+    ``env`` (the gateway's URL and key, an owner ...) is added to the CLI's; the
+    environment without the model's is returned (for agentmail commands)."""
+    home.mkdir(exist_ok=True)
+    # No start-up dialogs: onboarding done, the key approved, the folder trusted.
+    settings = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": ["dummy"], "rejected": []},
+        "projects": {str(work): {"hasTrustDialogAccepted": True}},
+        **(claude_json or {}),
+    }
+    (home / ".claude.json").write_text(json.dumps(settings))
+    base = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(home),
+        "PYTHONPATH": str(REPO / "src"),
+        "TERM": "xterm-256color",
+        **env,
+    }
+    install = [sys.executable, "-m", "mailui4agents.cli.main", "install-hook", "claude-code",
+               "--interactive", "--project", str(work)]  # fmt: skip
+    subprocess.run(install, check=True, capture_output=True, env=base, timeout=60)
+    terminal.start(
+        [str(claude_bin), "--permission-mode", "default", prompt],
+        work,
+        {
+            **base,
+            "ANTHROPIC_BASE_URL": model_url,
+            "ANTHROPIC_API_KEY": "dummy",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        },
+    )
+    return base

@@ -268,3 +268,35 @@ async def test_only_an_agent_of_the_session_may_notify_it(world: World) -> None:
     assert ok.status_code == 200 and ok.json() == {"deduplicated": False, "pushed": 1}, ok.text
     [pushed] = await world.pushes(1)
     _is_waiting(pushed, "your input")
+
+
+@pytest.mark.slow
+async def test_a_finished_turn_of_real_claude_code_in_a_terminal_pushes_once(
+    world: World,
+) -> None:
+    """Claude Code 2.1.197 in tmux, with the idle delay at 1 s: the finished turn
+    gives one "waiting for your input" push with its last words; the next turn
+    gives the second, and the phone then holds exactly two (none repeated)."""
+    from tests.bridge.agent_clis import require
+    from tests.bridge.tmux import Terminal, claude_in_terminal
+    from tests.fakes.model_server import ModelServer, answer
+
+    claude_bin = require("@anthropic-ai/claude-code")
+    env = world.env()
+    wanted = ("AGENTMAIL_URL", "AGENTMAIL_KEY", "AGENTMAIL_INTERACTIVE", "AGENTMAIL_OWNER")
+    terminal = Terminal(world.tmp / "tmux.sock")
+    with ModelServer(answer("All done. Shall I deploy?")) as model:
+        try:
+            claude_in_terminal(
+                terminal, claude_bin, world.shop, world.tmp / "claude-home", model.url,
+                "build it", {k: env[k] for k in wanted},
+                claude_json={"messageIdleNotifThresholdMs": 1000},
+            )  # fmt: skip
+            [first] = await world.pushes(1)
+            assert _is_waiting(first, "your input")["body"] == "All done. Shall I deploy?"
+            terminal.keys("and the docs", "Enter")
+            _, second = await world.pushes(2)
+            _is_waiting(second, "your input")
+        finally:
+            (world.tmp / "screen.txt").write_text(terminal.screen())
+            terminal.close()
