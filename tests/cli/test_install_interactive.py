@@ -59,7 +59,13 @@ def test_switching_modes_updates_the_gate_in_place(project: Path) -> None:
     assert commands(path)["PreToolUse"].startswith("AGENTMAIL_INTERACTIVE=1 ")
 
 
-def test_platforms_without_a_race_are_refused_by_name(project: Path) -> None:
-    done = invoke("gemini", "--interactive", "--project", str(project))
+@pytest.mark.parametrize(("platform", "folder"), [("gemini", ".gemini"), ("codex", ".codex")])
+def test_platforms_without_a_race_are_refused_by_name(
+    project: Path, platform: str, folder: str
+) -> None:
+    # Codex 0.171.0 runs PermissionRequest before its dialog (no race; pinned in
+    # tests/bridge/test_codex_interactive_e2e.py); Gemini's BeforeTool blocks first.
+    done = invoke(platform, "--interactive", "--project", str(project))
     assert done.exit_code != 0 and "--interactive is for claude-code" in done.output
-    assert not (project / ".gemini").exists()
+    assert f"{platform} keeps its tool gate" in done.output
+    assert not (project / folder).exists()

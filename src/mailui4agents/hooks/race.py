@@ -1,8 +1,9 @@
 """The terminal and the phone together: the first answer wins
 (docs/platforms.md, "Interactive sessions"; docs/remote.md, "Answered in the terminal").
 
-``agentmail install-hook claude-code --interactive`` (and ``codex
---interactive``) installs the hook on three events, with
+``agentmail install-hook claude-code --interactive`` installs the hook on
+these events (Codex 0.171.0 runs ``PermissionRequest`` before its dialog, so
+it has no race and no interactive install: docs/platforms.md), with
 ``AGENTMAIL_INTERACTIVE=1``:
 
 - ``PreToolUse``: only the checks that never ask (a protected path is denied);
