@@ -385,6 +385,7 @@ def settings_path_for(platform: Platform, project: str | None) -> Path:
 
 
 PI = "pi"
+DSH = "dsh"
 PI_DEFAULT_LINE = re.compile(r"^const DEFAULT_COMMAND: string\[\] = .*$", re.MULTILINE)
 
 
@@ -419,7 +420,9 @@ def install_pi(path: Path, text: str) -> Result:
 
 
 @click.command("install-hook")
-@click.argument("platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, PI])))
+@click.argument(
+    "platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, PI, DSH]))
+)
 @click.option(
     "--project",
     type=click.Path(file_okay=False, exists=True),
@@ -434,15 +437,46 @@ def install_pi(path: Path, text: str) -> Result:
     "(default: Claude Code and Codex 600, Gemini 60, ZCode 60; written to Gemini's file in ms; "
     "pi: how long the hook waits for a person).",
 )
-def install_hook(platform_name: str, project: str | None, timeout: int | None) -> None:
-    """Make PLATFORM (claude-code, codex, gemini, zcode, pi) ask agentmail before guarded tool use.
+@click.option(
+    "--node-modules",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    metavar="DIR",
+    help="dsh: link the profile's node_modules to DIR (where @deepseek-ai/dsh-acp is installed).",
+)
+def install_hook(
+    platform_name: str, project: str | None, timeout: int | None, node_modules: Path | None
+) -> None:
+    """Make PLATFORM (claude-code, codex, gemini, zcode, pi, dsh) ask agentmail before guarded
+    tool use.
 
     Merges an `agentmail hook PLATFORM` entry into the platform's settings
     (Codex: hooks.json in $CODEX_HOME or DIR/.codex; ZCode:
     ~/.zcode/cli/config.json, hooks.events), keeping everything else;
     for pi, which has no hook setting, writes the agentmail gate extension into
-    pi's extensions folder. Running it again changes nothing.
+    pi's extensions folder; for dsh, writes the ACP profile with the agentmail
+    plugin into $DSH_HOME/profiles/acp. Running it again changes nothing.
     """
+    if platform_name == DSH:
+        from mailui4agents.bridge.runners.dsh import dsh_home
+        from mailui4agents.cli.install_dsh import install_profile
+
+        try:
+            folder, changed = install_profile(dsh_home(), node_modules)
+        except (SettingsError, OSError) as error:
+            fail(f"not changing the dsh profile: {error}")
+        if not changed:
+            click.echo(f"agentmail profile for dsh already installed in {folder}; no change.")
+        else:
+            click.echo(
+                f"Installed the agentmail profile for dsh in {folder} ({', '.join(changed)})."
+            )
+        if not (folder / "node_modules").exists():
+            click.echo(
+                f"warning: {folder} has no node_modules: run `npm install --legacy-peer-deps` "
+                "there, or pass --node-modules DIR",
+                err=True,
+            )
+        return
     executable = agentmail_executable()
     if platform_name == PI:
         path = pi_extension_path(project)
