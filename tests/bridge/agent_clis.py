@@ -21,6 +21,7 @@ BINARIES = {
     "@mariozechner/pi-coding-agent": "pi",
     "@openai/codex": "codex",
     "@google/gemini-cli": "gemini",
+    "@deepseek-ai/dsh": "../../bin/dsh",  # the wrapper that runs dsh with its Node 22
 }
 
 

@@ -383,6 +383,7 @@ def settings_path_for(platform: Platform, project: str | None) -> Path:
 
 
 PI = "pi"
+DSH = "dsh"
 PI_DEFAULT_LINE = re.compile(r"^const DEFAULT_COMMAND: string\[\] = .*$", re.MULTILINE)
 
 

@@ -3,12 +3,15 @@ for ``--interactive``, cli/install_interactive.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from mailui4agents.cli import install as install_module
 from mailui4agents.cli.common import fail
 from mailui4agents.cli.install import (
     CODEX,
+    DSH,
     MIN_TIMEOUT_S,
     PI,
     PLATFORMS,
@@ -26,7 +29,9 @@ from mailui4agents.cli.install_interactive import install_interactive
 
 
 @click.command("install-hook")
-@click.argument("platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, PI])))
+@click.argument(
+    "platform_name", metavar="PLATFORM", type=click.Choice(sorted([*PLATFORMS, PI, DSH]))
+)
 @click.option(
     "--project",
     type=click.Path(file_okay=False, exists=True),
@@ -48,17 +53,32 @@ from mailui4agents.cli.install_interactive import install_interactive
     "first answer wins; also 'waiting for you' notices and mail into the running session "
     "(docs/platforms.md, 'Interactive sessions').",
 )
+@click.option(
+    "--node-modules",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    metavar="DIR",
+    help="dsh: link the profile's node_modules to DIR (where @deepseek-ai/dsh-acp is installed).",
+)
 def install_hook(
-    platform_name: str, project: str | None, timeout: int | None, interactive: bool = False
+    platform_name: str,
+    project: str | None,
+    timeout: int | None,
+    interactive: bool = False,
+    node_modules: Path | None = None,
 ) -> None:
-    """Make PLATFORM (claude-code, codex, gemini, zcode, pi) ask agentmail before guarded tool use.
+    """Make PLATFORM (claude-code, codex, gemini, zcode, pi, dsh) ask agentmail before guarded
+    tool use.
 
     Merges an `agentmail hook PLATFORM` entry into the platform's settings
     (Codex: hooks.json in $CODEX_HOME or DIR/.codex; ZCode:
     ~/.zcode/cli/config.json, hooks.events), keeping everything else;
     for pi, which has no hook setting, writes the agentmail gate extension into
-    pi's extensions folder. Running it again changes nothing.
+    pi's extensions folder; for dsh, writes the ACP profile with the agentmail
+    plugin into $DSH_HOME/profiles/acp. Running it again changes nothing.
     """
+    if platform_name == DSH:
+        _install_dsh(node_modules)
+        return
     if interactive:
         install_interactive(platform_name, project, timeout)
         return
@@ -98,4 +118,24 @@ def install_hook(
             "Codex runs a new hook only once it is trusted: open `codex`, type /hooks and "
             "trust it (headless runs: --dangerously-bypass-hook-trust). Until then Codex "
             "skips it without a word."
+        )
+
+
+def _install_dsh(node_modules: Path | None) -> None:
+    from mailui4agents.bridge.runners.dsh import dsh_home
+    from mailui4agents.cli.install_dsh import install_profile
+
+    try:
+        folder, changed = install_profile(dsh_home(), node_modules)
+    except (SettingsError, OSError) as error:
+        fail(f"not changing the dsh profile: {error}")
+    if not changed:
+        click.echo(f"agentmail profile for dsh already installed in {folder}; no change.")
+    else:
+        click.echo(f"Installed the agentmail profile for dsh in {folder} ({', '.join(changed)}).")
+    if not (folder / "node_modules").exists():
+        click.echo(
+            f"warning: {folder} has no node_modules: run `npm install --legacy-peer-deps` "
+            "there, or pass --node-modules DIR",
+            err=True,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mailui4agents.bridge.runners.base import Runner
 
 #: The --runner values this bridge knows.
-KINDS = ("claude-code", "codex", "gemini", "opencode", "pi", "zcode", "acp", "command")
+KINDS = ("claude-code", "codex", "gemini", "opencode", "pi", "zcode", "dsh", "acp", "command")
 
 
 def make_runner(kind: str, command: list[str], options: dict[str, str]) -> Runner:
@@ -40,6 +40,10 @@ def make_runner(kind: str, command: list[str], options: dict[str, str]) -> Runne
         from mailui4agents.bridge.runners.opencode import OpencodeRunner
 
         return OpencodeRunner(options)
+    if kind == "dsh":
+        from mailui4agents.bridge.runners.dsh import DshRunner
+
+        return DshRunner(options)
     if kind == "zcode":
         from mailui4agents.bridge.runners.zcode import ZcodeRunner
 

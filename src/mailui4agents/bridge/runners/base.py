@@ -143,6 +143,9 @@ class Runner(ABC):
 
     name: str = ""  # the --runner value
     platform: str = ""  # reported in the heartbeat
+    #: False: the CLI cannot resume its session, so each turn starts a new one and
+    #: the prompt carries the mail session's thread so far (docs/bridge.md, "Prompt").
+    resumes: bool = True
 
     @abstractmethod
     def enforcement(self, mode: Mode) -> Enforcement:
