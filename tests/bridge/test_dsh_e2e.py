@@ -5,6 +5,7 @@ one ``agentmail install-hook dsh`` writes."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -56,6 +57,9 @@ async def test_approve_runs_the_command_and_the_answer_comes_back(
                             mode="workspace")  # fmt: skip
     request = await human.wait_pending(sent["session_id"], TURN_S)
     assert not (agent.workspace / "marker.txt").exists()
+    # DSH sends only the call's id: the request says so, with what the agent said.
+    assert request["tool_input"]["details"] == "dsh gave no details of this tool call (only its id)"
+    assert "agent_said_before_asking" in request["tool_input"], request
     await human.decide(request["id"], "approve")
     reply = await human.wait_reply(sent["session_id"], sent["id"], TURN_S)
     assert (agent.workspace / "marker.txt").read_text() == "hi\n"
@@ -91,3 +95,25 @@ async def test_plan_asks_nobody_and_changes_nothing_full_runs_without_asking(
     assert (full_work / "marker.txt").read_text() == "hi\n"
     assert await human.all_permissions(plan["session_id"]) == []
     assert await human.all_permissions(full["session_id"]) == []
+
+
+async def test_a_second_mail_is_a_new_dsh_session_told_the_thread_so_far(
+    human: Human, agent: Agent, dsh_bin: Path, model: ChatServer
+) -> None:
+    """DSH cannot resume over ACP: the second turn's prompt carries the first mail
+    and the agent's reply (bridge/prompt.py, the thread so far)."""
+    start(agent, dsh_bin, model)
+    first = await human.send(f"{agent.name}@{agent.workspace}.new", "remember the word PAPAYA",
+                             mode="full")  # fmt: skip
+    reply = await human.wait_reply(first["session_id"], first["id"], TURN_S)
+    before = len(model.chat_requests())
+    second = await human.send(f"{agent.name}@{agent.workspace}", "which word?",
+                              parent=first["id"])  # fmt: skip
+    await human.wait_reply(second["session_id"], second["id"], TURN_S)
+    later = model.chat_requests()[before:]
+    first_prompt = json.dumps(later[0]["body"])
+    assert "which word?" in first_prompt
+    assert "the thread so far" in first_prompt and "remember the word PAPAYA" in first_prompt
+    assert reply["body"][:20] in first_prompt  # the agent's own earlier answer
+    # A new DSH session: its first request has no earlier assistant turn.
+    assert not any(m.get("role") == "assistant" for m in later[0]["body"]["messages"])

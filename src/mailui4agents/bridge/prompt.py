@@ -68,6 +68,9 @@ class PromptInput:
     mode: Mode
     enforcement: Enforcement
     agent: str
+    #: The session's earlier mails, rendered, for a platform that cannot resume
+    #: its own session (DSH over ACP): each turn starts afresh.
+    earlier: tuple[str, ...] = ()
 
 
 def sender_kind(mail: PromptMail) -> str:
@@ -199,5 +202,35 @@ def build_prompt(data: PromptInput) -> str:
         mode_briefing(data.mode, data.enforcement),
         "----- mail -----\n" + render_mail(mail) + "\n----- end of mail -----",
     ]
+    if data.earlier:
+        parts.insert(
+            -1,
+            "----- the thread so far (your platform cannot resume its earlier session, "
+            "so this is what came before; the mail above is the newest) -----\n"
+            + "\n\n".join(data.earlier)
+            + "\n----- end of the thread so far -----",
+        )
     parts.append(addresses(mail))
     return "\n\n".join(parts) + "\n"
+
+
+#: Bounds of the thread-so-far section: the newest mails, each cut, all within a total.
+EARLIER_MAILS = 20
+EARLIER_CHARS_EACH = 4000
+EARLIER_CHARS = 40000
+
+
+def earlier_mails(thread: list[tuple[str, str, str]]) -> tuple[str, ...]:
+    """``(sender, subject, body)`` of the earlier mails, oldest first, rendered
+    within the bounds above (the newest kept; a cut says so)."""
+    rendered: list[str] = []
+    total = 0
+    for sender, subject, body in reversed(thread[-EARLIER_MAILS:]):
+        text = body if len(body) <= EARLIER_CHARS_EACH else body[:EARLIER_CHARS_EACH] + " [cut]"
+        entry = f"From {sender}: {subject}\n{text}"
+        if total + len(entry) > EARLIER_CHARS:
+            rendered.append(f"[{len(thread) - len(rendered)} earlier mails left out]")
+            break
+        rendered.append(entry)
+        total += len(entry)
+    return tuple(reversed(rendered))

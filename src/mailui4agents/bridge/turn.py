@@ -30,7 +30,14 @@ from mailui4agents.bridge.ledger import Ledger
 from mailui4agents.bridge.park import ParkServer, ParkState
 from mailui4agents.bridge.pool import Slot
 from mailui4agents.bridge.process import ProcessResult, run_process
-from mailui4agents.bridge.prompt import Attachment, PromptInput, PromptMail, Situation, build_prompt
+from mailui4agents.bridge.prompt import (
+    Attachment,
+    PromptInput,
+    PromptMail,
+    Situation,
+    build_prompt,
+    earlier_mails,
+)
 from mailui4agents.bridge.results import Results, TurnResult
 from mailui4agents.bridge.runners.base import (
     Denied,
@@ -279,6 +286,17 @@ class TurnHandler:
             return False
         return name_of(parent.from_) == self.s.agent
 
+    async def _earlier(self, mail: MailOut) -> tuple[str, ...]:
+        """The session's mails before ``mail``, for a runner that cannot resume
+        (bridge/prompt.py ``earlier_mails``); none when the thread cannot be read
+        (the turn still runs, on the mail alone)."""
+        try:
+            thread = (await self.client.thread(mail.id, session_id=mail.session_id)).items
+        except ApiError:
+            return ()
+        before = [m for m in thread if m.id != mail.id and m.created_at <= mail.created_at]
+        return earlier_mails([(name_of(m.from_), m.subject, m.body) for m in before])
+
     def _platform_session(self, mail: MailOut) -> str | None:
         known = self.sessions.get(mail.session_id)
         if known:
@@ -301,6 +319,7 @@ class TurnHandler:
                 mode=mode,
                 enforcement=self.runner.enforcement(mode),
                 agent=self.s.agent,
+                earlier=await self._earlier(mail) if not self.runner.resumes else (),
             )
         )
         token = secrets.token_hex(16)

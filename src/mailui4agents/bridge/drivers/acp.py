@@ -141,6 +141,14 @@ class Agent:
         if tool.get("title"):
             tool_input.setdefault("title", tool["title"])
         name = str(tool.get("kind") or tool.get("title") or "tool")
+        if not tool_input and not tool.get("kind"):
+            # DSH sends only the call's id: show the person what the agent said
+            # before asking, and say plainly that nothing else is known.
+            said = "".join(self.text).strip()
+            tool_input = {
+                "details": f"{self.platform} gave no details of this tool call (only its id)",
+                "agent_said_before_asking": said[-NO_DETAILS_SAID:] if said else "(nothing)",
+            }
         if self.refuse_all:
             decision = deny("not asked again: a human has just denied a tool call in this turn")
         else:
@@ -161,6 +169,10 @@ class Agent:
         else:
             outcome = {"outcome": "selected", "optionId": chosen.get("optionId")}
         await self.send({"id": request_id, "result": {"outcome": outcome}})
+
+
+#: How much of the agent's text a request without tool details shows (its end).
+NO_DETAILS_SAID = 1500
 
 
 async def lines(stream: ByteReceiveStream) -> Any:
