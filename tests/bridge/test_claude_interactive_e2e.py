@@ -22,7 +22,7 @@ import pytest
 from tests.bridge.agent_clis import require
 from tests.bridge.harness import Agent, Human
 from tests.bridge.tmux import Terminal, claude_in_terminal
-from tests.fakes.model_server import ModelServer, bash_then_answer
+from tests.fakes.model_server import ModelServer, Reply, bash_then_answer, last_user_content
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow]
 
@@ -161,3 +161,33 @@ async def test_esc_in_the_terminal_withdraws_the_remote_request_before_the_hook_
     assert closed["decided_via"]["channel"] == "terminal"
     await terminal.wait_for("Interrupted")
     assert not (agent.workspace / "marker.txt").exists()
+
+
+async def test_mail_sent_while_the_agent_works_reaches_it_at_its_next_stop_once(
+    owner: Human, agent: Agent, claude_bin: Path, model: ModelServer, terminal: Terminal
+) -> None:
+    """The Stop hook answers `decision: block` with the mail: the model's next
+    request carries it, once; the mail is then read (hooks/mail_in.py)."""
+    plain = bash_then_answer(MARKER, "DONE")
+
+    def script(body: dict[str, Any]) -> Reply:
+        said = " ".join(str(b.get("text", "")) for b in last_user_content(body))
+        return Reply(text="ON IT") if "Stop hook feedback" in said else plain(body)
+
+    model.script = script
+    launch(agent, claude_bin, model, terminal)
+    request = await pending_request(owner, agent)
+    [first, *_] = await owner.mails(request["session_id"])
+    sent = await owner.send(f"{agent.name}@{agent.workspace}",
+                            "also update the CHANGELOG please", parent=first["id"])  # fmt: skip
+    await owner.decide(request["id"], "approve")
+    await terminal.wait_for("ON IT")
+    last = json.dumps(model.messages_requests()[-1]["body"])
+    assert last.count("also update the CHANGELOG please") == 1, last
+    assert "Stop hook feedback" in last
+    r = await owner.http.get(
+        "/api/v1/agent/inbox", params={"session_id": request["session_id"]},
+        headers={"Authorization": f"Bearer {agent.key}"},
+    )  # fmt: skip
+    unread = [m["id"] for m in r.json()["items"]]
+    assert sent["id"] not in unread  # read: a later stop or prompt does not bring it again

@@ -58,8 +58,8 @@ PLATFORM = Platform(NAME, DEFAULT_TIMEOUT_S, parse, render)
 
 def _events() -> None:
     """The other events of an interactive install (hooks/events.py, hooks/race.py,
-    hooks/idle.py)."""
-    from mailui4agents.hooks import idle, race
+    hooks/idle.py, hooks/mail_in.py)."""
+    from mailui4agents.hooks import idle, mail_in, race
 
     PLATFORM.events = {
         "PreToolUse": race.pre_tool_use(PLATFORM, render),
@@ -67,6 +67,8 @@ def _events() -> None:
         "PostToolUse": race.post_tool_use(PLATFORM),
         "PostToolUseFailure": race.post_tool_use(PLATFORM),
         "Notification": idle.notification(PLATFORM),
+        "Stop": mail_in.stop(PLATFORM),
+        "UserPromptSubmit": mail_in.prompt(PLATFORM),
     }
 
 
