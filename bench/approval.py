@@ -12,7 +12,12 @@ a hook process that does nothing (a Read call, which never contacts the
 gateway) and a bare `python -c pass`; and the overhead excluding Python
 start-up = round trip minus the median floor.
 
-Usage: .venv/bin/python bench/approval.py [--runs 200] [--floor-runs 50]
+With --in-process: the same round trip without a hook process (the path HAPI's
+permission figure measures): the agent opens its event stream, posts the request
+itself, the human approves on sight, and the agent's stream receives the decision
+(agent_round_trips; bench/peers/hapi.py prints it beside HAPI's).
+
+Usage: .venv/bin/python bench/approval.py [--runs 200] [--floor-runs 50] [--in-process]
 Prints its figures and the machine conditions; it is not a test.
 """
 
@@ -139,12 +144,85 @@ async def setup(http: httpx.AsyncClient) -> tuple[str, str, str]:
     return ana, key, r.json()["session_id"]
 
 
+async def agent_round_trips(
+    http: httpx.AsyncClient, ana: str, key: str, session: str, runs: int
+) -> list[float]:
+    """ms from the agent's `POST /agent/permissions` to `permission_decision` on its
+    own event stream, with a human who approves on sight; no process is started."""
+    human = Human(http, ana)
+    decided: dict[str, float] = {}
+    waiters: dict[str, asyncio.Event] = {}
+    opened = asyncio.Event()
+    agent = {"Authorization": f"Bearer {key}"}
+
+    async def agent_stream() -> None:
+        headers = {**agent, "Accept": "text/event-stream"}
+        async with http.stream("GET", "/api/v1/agent/events", headers=headers, timeout=None) as r:
+            assert r.status_code == 200
+            opened.set()
+            parser = SSEParser()
+            async for chunk in r.aiter_raw():
+                for ev in parser.feed(chunk):
+                    if ev.event == "permission_decision":
+                        relay = json.loads(ev.data)["relay_key"]
+                        decided[relay] = time.perf_counter()
+                        waiters.setdefault(relay, asyncio.Event()).set()
+
+    tasks = [asyncio.create_task(human.watch()), asyncio.create_task(agent_stream())]
+    try:
+        await asyncio.wait_for(asyncio.gather(human.opened.wait(), opened.wait()), 30)
+        out = []
+        for _ in range(runs):
+            relay = f"bench-{uuid.uuid4().hex}"
+            t0 = time.perf_counter()
+            r = await http.post(
+                "/api/v1/agent/permissions",
+                json={"session_id": session, "relay_key": relay, "tool_name": "Bash",
+                      "tool_input": {"command": "npm test"}},
+                headers=agent,
+            )  # fmt: skip
+            assert r.status_code == 201, r.text
+            await asyncio.wait_for(waiters.setdefault(relay, asyncio.Event()).wait(), 30)
+            out.append((decided[relay] - t0) * 1000)
+        return out
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def in_process(runs: int) -> None:
+    print(machine(), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        gw = GatewayProcess(
+            data_dir=Path(tmp) / "data",
+            env=clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD, **FAST_HASH_ENV),
+        )
+        gw.start(timeout=180)
+        try:
+            async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
+                ana, key, session = await setup(http)
+                cal = await calibrate(http, ana)
+                trips = await agent_round_trips(http, ana, key, session, runs)
+        finally:
+            gw.stop()
+    print("gateway: one `agentmail serve` subprocess, SQLite (WAL) in a temp dir, loopback;")
+    print("agent: this process (no hook process): request POST -> decision on its stream")
+    print(*cal.lines(), sep="\n")
+    print(summary("round trip (agent POST -> human approves -> agent stream)", trips))
+    print(f"loadavg at the end: {load()}")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--floor-runs", type=int, default=50)
+    ap.add_argument("--in-process", action="store_true", help="no hook process: see above")
     args = ap.parse_args()
     bytecode()
+    if args.in_process:
+        await in_process(args.runs)
+        return
     print(machine(), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
