@@ -124,3 +124,68 @@ async def test_0012_gives_existing_recipient_rows_their_mails_session(tmp_path: 
         rows = (await conn.exec_driver_sql("SELECT session_id FROM mail_recipients")).all()
     assert [tuple(r) for r in rows] == [("s1",)]
     await db.dispose()
+
+
+async def _schema(db: Database) -> list[tuple[object, ...]]:
+    from sqlalchemy import text
+
+    async with db.reader.connect() as conn:
+        rows = await conn.execute(text("SELECT type, name, sql FROM sqlite_master ORDER BY name"))
+        return [tuple(r) for r in rows]
+
+
+async def _set_revision(db: Database, revision: str) -> None:
+    from sqlalchemy import text
+
+    async with db.writer.begin() as conn:
+        await conn.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
+
+
+async def test_a_database_a_newer_version_migrated_is_refused_naming_both(tmp_path: Path) -> None:
+    """A newer agentmail migrated it (here: a revision we do not have). Starting on
+    it would read tables this code does not know; Alembic's own error ("Can't
+    locate revision") named neither version. Nothing may be written."""
+    from mailui4agents import __version__
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'e.db'}"
+    db = Database(url)
+    await migrate.upgrade(db)
+    await _set_revision(db, "0999")
+    before = await _schema(db)
+    with pytest.raises(migrate.SchemaTooNew) as refused:
+        await migrate.upgrade(db)
+    message = str(refused.value)
+    assert "schema 0999" in message and f"agentmail {__version__}" in message
+    assert f"schema {migrate.head_revision()}" in message
+    with pytest.raises(migrate.SchemaTooNew):
+        await migrate.check_not_newer(url)
+    assert await migrate.current_revision(db) == "0999"
+    assert await _schema(db) == before
+    await db.dispose()
+
+
+async def test_an_older_known_revision_is_migrated_not_refused(tmp_path: Path) -> None:
+    """The negative control: every revision of ours is upgraded as before."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'f.db'}"
+    db = Database(url)
+
+    def to_previous(conn: Connection) -> None:
+        script = ScriptDirectory.from_config(migrate.alembic_config())
+        head = script.get_revision(migrate.head_revision())
+        assert head is not None and isinstance(head.down_revision, str)
+        command.upgrade(migrate.alembic_config(conn), head.down_revision)
+
+    async with db.writer.begin() as conn:
+        await conn.run_sync(to_previous)
+    await migrate.check_not_newer(url)
+    await migrate.upgrade(db)
+    assert await migrate.current_revision(db) == migrate.head_revision()
+    await db.dispose()
+    missing = f"sqlite+aiosqlite:///{tmp_path / 'none' / 'g.db'}"
+    await migrate.check_not_newer(missing)  # a database yet to be created: nothing to refuse
+    assert not (tmp_path / "none").exists()
+
+
+def test_known_revisions_are_the_files_alembic_sees() -> None:
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    assert migrate.known_revisions() == {r.revision for r in script.walk_revisions()}

@@ -217,6 +217,7 @@ def serve(
                 password_from(settings.imap_password_file, settings.imap_password, "IMAP")
         except EmailNotConfigured as exc:
             raise click.UsageError(str(exc)) from exc
+    _refuse_a_newer_schema(settings.resolved_database_url())
     app = create_app(settings, on_admin_password=_print_admin_password)
     config = uvicorn.Config(
         app,
@@ -276,3 +277,16 @@ def serve(
 
     server.handle_exit = handle_exit  # type: ignore[method-assign]
     server.run()
+
+
+def _refuse_a_newer_schema(url: str) -> None:
+    """A database that a newer agentmail migrated stops the start with one clear
+    line (docs/behaviour.md#operations, "Upgrades")."""
+    import anyio
+
+    from mailui4agents.db.migrate import SchemaTooNew, check_not_newer
+
+    try:
+        anyio.run(check_not_newer, url)
+    except SchemaTooNew as exc:
+        raise click.ClickException(str(exc)) from exc

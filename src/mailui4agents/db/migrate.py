@@ -4,7 +4,11 @@ A database already at `HEAD` (every start but the first after an upgrade) is
 recognised with one plain query, and Alembic is not even imported: importing it
 (with Mako and Pygments) and running its environment cost about 0.3 s of every
 `agentmail serve` start. tests/db/test_migrations.py keeps `HEAD` equal to the
-newest revision in migrations/versions/."""
+newest revision in migrations/versions/.
+
+A database at a revision this version does not know was migrated by a newer
+agentmail: it is refused before anything is written (docs/operations.md,
+"Upgrades"), never half-read with tables this code does not expect."""
 
 from __future__ import annotations
 
@@ -35,10 +39,56 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
-async def upgrade(db: Database) -> None:
-    """Bring the schema to the newest revision."""
-    if await current_revision(db) == HEAD:
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer agentmail than this one."""
+
+
+def known_revisions() -> frozenset[str]:
+    """The revisions of migrations/versions/ (``0007_calendar.py`` is ``0007``), read
+    from the file names: a directory listing, not an import of Alembic."""
+    names = (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")
+    return frozenset(path.name[:4] for path in names)
+
+
+def refuse_newer(current: str | None) -> None:
+    """Raise :class:`SchemaTooNew` when ``current`` is no revision of ours."""
+    if current is None or current == HEAD or current in known_revisions():
         return
+    from mailui4agents import __version__
+
+    raise SchemaTooNew(
+        f"the database is at schema {current}, which this agentmail {__version__} "
+        f"(schema {HEAD}) does not know: a newer agentmail migrated it. Start that "
+        "version or a newer one, or restore a backup taken before the upgrade; "
+        "nothing was changed."
+    )
+
+
+def _no_sqlite_file_yet(url: str) -> bool:
+    prefix = "sqlite+aiosqlite:///"
+    return url.startswith(prefix) and (":memory:" in url or not Path(url[len(prefix) :]).exists())
+
+
+async def check_not_newer(url: str) -> None:
+    """:func:`refuse_newer` for the database at ``url``, before the server starts, so
+    that `agentmail serve` says why in one line (a failure in the app's start-up
+    would come wrapped in a traceback). A SQLite file that does not exist yet is
+    left alone: the gateway creates it with its own permissions."""
+    if _no_sqlite_file_yet(url):
+        return
+    db = Database(url)
+    try:
+        refuse_newer(await current_revision(db))
+    finally:
+        await db.dispose()
+
+
+async def upgrade(db: Database) -> None:
+    """Bring the schema to the newest revision; refuse a newer one (SchemaTooNew)."""
+    current = await current_revision(db)
+    if current == HEAD:
+        return
+    refuse_newer(current)
 
     def _run(connection: Connection) -> None:
         from alembic import command
