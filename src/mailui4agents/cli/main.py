@@ -61,6 +61,10 @@ COMMANDS = {
     "export": "mailui4agents.cli.export:export",
     "db": "mailui4agents.cli.db:db",
     "doctor": "mailui4agents.cli.doctor:doctor",
+    "backup": "mailui4agents.cli.backup:backup",
+    "restore": "mailui4agents.cli.backup:restore",
+    "install-service": "mailui4agents.cli.service:install_service",
+    "service-failed": "mailui4agents.cli.service:service_failed",
 }
 
 
