@@ -335,7 +335,7 @@ def _pg_snapshot(database_url: str, dump: Path) -> tuple[str | None, dict[str, i
     url, env = libpq_url(database_url)
 
     async def run() -> tuple[str | None, dict[str, int], set[str]]:
-        import asyncpg  # type: ignore[import-untyped]
+        import asyncpg
 
         conn = await asyncpg.connect(url, password=env.get("PGPASSWORD"))
         try:
@@ -512,7 +512,9 @@ def restore(src: Path, data_dir: Path, database_url: str | None = None) -> Resto
     except SchemaTooNew as exc:
         raise BackupError(f"{src}: {exc}") from None
     if manifest.database == "postgresql" and database_url is None:
-        raise BackupError(f"{src} holds a PostgreSQL dump: give --database-url of an empty database")
+        raise BackupError(
+            f"{src} holds a PostgreSQL dump: give --database-url of an empty database"
+        )
     if manifest.database == "sqlite" and database_url is not None:
         raise BackupError(
             f"{src} holds a SQLite database: it restores into the data dir; "
@@ -549,9 +551,7 @@ def _check_counts(db: Path, manifest: Manifest) -> None:
     _rev, counts, _shas = _sqlite_facts(db)
     for table, n in manifest.counts.items():
         if counts.get(table) != n:
-            raise BackupError(
-                f"{db}: {counts.get(table)} rows in {table}, the manifest says {n}"
-            )
+            raise BackupError(f"{db}: {counts.get(table)} rows in {table}, the manifest says {n}")
 
 
 def _pg_refuse_nonempty(database_url: str) -> None:
