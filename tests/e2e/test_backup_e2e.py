@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,17 +57,62 @@ def tree(root: Path) -> dict[str, bytes]:
     }
 
 
+@dataclass
+class Target:
+    """A gateway's data dir and, on PostgreSQL, its database URL."""
+
+    data_dir: Path
+    url: str | None = None
+
+    def args(self) -> list[str]:
+        return ["--database-url", self.url] if self.url else []
+
+
 @pytest.fixture
-def gateways(tmp_path: Path) -> Iterator[dict[str, GatewayProcess]]:
+def targets(tmp_path: Path, live_backend: str, request: pytest.FixtureRequest) -> dict[str, Target]:
+    """Where the live gateway runs and where the backup is restored to: on
+    PostgreSQL a migrated database and a new, empty one (pg_restore's target)."""
+    live, restored = Target(tmp_path / "data"), Target(tmp_path / "restored")
+    if live_backend == "postgresql":
+        live.url = request.getfixturevalue("pg_database")
+        cluster = request.getfixturevalue("pg_cluster")
+        name = f"restored_{os.getpid()}_{tmp_path.name[-12:]}".replace("-", "_").lower()
+        cluster.execute(f'CREATE DATABASE "{name}"')
+        request.addfinalizer(
+            lambda: cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        )
+        restored.url = cluster.url(name)
+    return {"live": live, "restored": restored}
+
+
+@pytest.fixture
+def gateways(targets: dict[str, Target]) -> Iterator[dict[str, GatewayProcess]]:
     procs = {
-        "live": GatewayProcess(data_dir=tmp_path / "data", env=clean_env(**ENV)),
-        "restored": GatewayProcess(data_dir=tmp_path / "restored", env=clean_env(**ENV)),
+        name: GatewayProcess(data_dir=t.data_dir, env=clean_env(**ENV), extra_args=t.args())
+        for name, t in targets.items()
     }
     try:
         yield procs
     finally:
         for p in procs.values():
             p.stop()
+
+
+async def blobs_named(t: Target) -> set[str]:
+    sql = "SELECT sha256 FROM attachments UNION SELECT sha256 FROM blobs"
+    if t.url is None:
+        con = sqlite3.connect(t.data_dir / "agentmail.db")
+        try:
+            return {r[0] for r in con.execute(sql)}
+        finally:
+            con.close()
+    import asyncpg
+
+    conn = await asyncpg.connect(t.url)
+    try:
+        return {r[0] for r in await conn.fetch(sql)}
+    finally:
+        await conn.close()
 
 
 async def upload(a: Api, content: bytes, name: str) -> str:
@@ -134,8 +180,9 @@ async def world(a: Api) -> dict[str, Any]:
     }
 
 
+@pytest.mark.live_both_backends
 async def test_a_backup_while_mail_keeps_coming_restores_everything_acknowledged_before_it(
-    gateways: dict[str, GatewayProcess], tmp_path: Path
+    gateways: dict[str, GatewayProcess], targets: dict[str, Target], tmp_path: Path
 ) -> None:
     live = gateways["live"]
     live.start()
@@ -168,7 +215,9 @@ async def test_a_backup_while_mail_keeps_coming_restores_everything_acknowledged
         with anyio.fail_after(60):
             await enough.wait()
         before = list(acked)  # acknowledged (201) before the backup began
-        done = await agentmail_async("backup", dest, "--data-dir", live.data_dir)
+        done = await agentmail_async(
+            "backup", dest, "--data-dir", live.data_dir, *targets["live"].args()
+        )
         during = len(acked) - len(before)
         stop.set()
     assert done.returncode == 0, done.stderr.decode()
@@ -176,11 +225,14 @@ async def test_a_backup_while_mail_keeps_coming_restores_everything_acknowledged
     await a.http.aclose()
 
     manifest = json.loads((dest / "manifest.json").read_text())
-    assert manifest["database"] == "sqlite" and manifest["schema_revision"]
+    sqlite = targets["live"].url is None
+    assert manifest["database"] == ("sqlite" if sqlite else "postgresql")
+    assert manifest["schema_revision"]
     assert manifest["counts"]["mails"] >= len(before) + 1
     assert oct(dest.stat().st_mode & 0o777) == "0o700"
     assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in dest.rglob("*") if p.is_file())
-    assert "files/vapid_private.pem" in manifest["files"]
+    if sqlite:  # on PostgreSQL the push key is a row of the database
+        assert "files/vapid_private.pem" in manifest["files"]
 
     # Negative controls: the live data dir (in use), a non-empty dir, a tampered backup.
     refused = agentmail("restore", dest, live.data_dir)
@@ -197,21 +249,21 @@ async def test_a_backup_while_mail_keeps_coming_restores_everything_acknowledged
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0x01
     blob.write_bytes(bytes(data))
-    refused = agentmail("restore", tampered, tmp_path / "from-tampered")
+    refused = agentmail(
+        "restore", tampered, tmp_path / "from-tampered", *targets["restored"].args()
+    )
     assert refused.returncode == 1, refused.stderr
     assert str(blob) in refused.stderr and "damaged" in refused.stderr, refused.stderr
     assert not (tmp_path / "from-tampered").exists()
     assert not [n for n in os.listdir(tmp_path) if ".restoring-" in n]
 
-    restored = agentmail("restore", dest, gateways["restored"].data_dir)
+    restored = agentmail(
+        "restore", dest, gateways["restored"].data_dir, *targets["restored"].args()
+    )
     assert restored.returncode == 0, restored.stderr
     # Consistent: every blob a restored row names is there (mail that came in
     # while the backup ran included: its rows and its blobs, or neither).
-    con = sqlite3.connect(gateways["restored"].data_dir / "agentmail.db")
-    named = {
-        r[0] for r in con.execute("SELECT sha256 FROM attachments UNION SELECT sha256 FROM blobs")
-    }
-    con.close()
+    named = await blobs_named(targets["restored"])
     blobs = gateways["restored"].data_dir / "blobs"
     assert named and not [sha for sha in named if not (blobs / sha[:2] / sha).is_file()]
     live.stop()  # the restored gateway alone serves what it has
@@ -246,5 +298,6 @@ async def test_a_backup_while_mail_keeps_coming_restores_everything_acknowledged
     r = await b.send("ana", ["claude@/srv/shop"], subject="after", parent_mail_id=w["first"])
     assert r.status_code == 201, r.text
     await b.http.aclose()
-    pem = "vapid_private.pem"
-    assert (gw.data_dir / pem).read_bytes() == (live.data_dir / pem).read_bytes()
+    if sqlite:
+        pem = "vapid_private.pem"
+        assert (gw.data_dir / pem).read_bytes() == (live.data_dir / pem).read_bytes()
