@@ -29,10 +29,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 ENV = {"AGENTMAIL_ADMIN_PASSWORD": ADMIN_PASSWORD, **FAST_HASH_ENV}
 
 
-def agentmail(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def agentmail(*args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mailui4agents.cli.main", *map(str, args)],
-        env=clean_env(**ENV),
+        env=clean_env(**ENV, **env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -256,6 +256,18 @@ async def test_a_backup_while_mail_keeps_coming_restores_everything_acknowledged
     assert str(blob) in refused.stderr and "damaged" in refused.stderr, refused.stderr
     assert not (tmp_path / "from-tampered").exists()
     assert not [n for n in os.listdir(tmp_path) if ".restoring-" in n]
+    if not sqlite:
+        # Into a database that is not empty (the live one): refused, nothing written.
+        refused = agentmail("restore", dest, tmp_path / "into-live-db", *targets["live"].args())
+        assert refused.returncode == 1 and "is not empty" in refused.stderr, refused.stderr
+        assert not (tmp_path / "into-live-db").exists()
+        # No pg_dump on PATH: said so, nothing written.
+        refused = agentmail(
+            "backup", tmp_path / "no-pg-dump", "--data-dir", live.data_dir,
+            *targets["live"].args(), PATH="/nonexistent",
+        )  # fmt: skip
+        assert refused.returncode == 1 and "pg_dump not found" in refused.stderr, refused.stderr
+        assert not (tmp_path / "no-pg-dump").exists()
 
     restored = agentmail(
         "restore", dest, gateways["restored"].data_dir, *targets["restored"].args()
