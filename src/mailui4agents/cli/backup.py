@@ -70,7 +70,8 @@ def restore(src: Path, data_dir: Path, database_url: str | None) -> None:
     try:
         report = run_restore(src, data_dir, _pg(database_url))
     except BackupError as exc:
-        raise click.ClickException(f"{exc}; nothing was restored") from exc
+        done = "" if "restored already" in str(exc) else "; nothing was restored"
+        raise click.ClickException(f"{exc}{done}") from exc
     m = report.manifest
     hint = " --database-url <the same URL>" if database_url else ""
     click.echo(

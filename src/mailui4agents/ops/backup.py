@@ -539,7 +539,15 @@ def restore(src: Path, data_dir: Path, database_url: str | None = None) -> Resto
         try:
             os.rename(tmp, data_dir)  # an empty dir is replaced; a non-empty one refuses
         except OSError as exc:
-            raise BackupError(f"{data_dir}: cannot move the restored files there: {exc}") from None
+            also = (
+                " (the database of --database-url was restored already: drop and create "
+                "it again before the next try)"
+                if database_url is not None
+                else ""
+            )
+            raise BackupError(
+                f"{data_dir}: cannot move the restored files there: {exc}{also}"
+            ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
