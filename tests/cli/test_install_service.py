@@ -146,6 +146,11 @@ def test_refusals_name_the_option(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "spaces" in done.stderr
     assert list(tmp_path.iterdir()) == []
+    # No sender's credential: the notice cannot go out, and it says so with the report.
+    env = clean_env(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path), **fake_journalctl(tmp_path))
+    done = agentmail("service-failed", "agentmail-bridge.service", env=env)
+    assert done.returncode == 1 and "no AGENTMAIL_KEY or AGENTMAIL_TOKEN" in done.stderr
+    assert "Traceback: the disk is full" in done.stderr
 
 
 def fake_journalctl(tmp_path: Path) -> dict[str, str]:
