@@ -74,14 +74,14 @@ def test_path_rules_are_prefixes_on_component_boundaries() -> None:
 def test_no_pattern_or_star_means_every_input_of_the_tool() -> None:
     for pattern in (None, "*"):
         for effect in ("allow", "deny", "ask"):
-            rule = Rule("r", effect, "Bash", pattern)  # type: ignore[arg-type]
+            rule = Rule("r", effect, "Bash", pattern)
             assert rule_matches(rule, "Bash", bash("anything; at all"))
             assert not rule_matches(rule, "Write", {"file_path": "/a"})
 
 
 def test_a_pattern_on_another_tool_matches_nothing() -> None:
     for effect in ("allow", "deny"):
-        rule = Rule("r", effect, "WebFetch", "https://x")  # type: ignore[arg-type]
+        rule = Rule("r", effect, "WebFetch", "https://x")
         assert not rule_matches(rule, "WebFetch", {"url": "https://x/y"})
 
 
@@ -279,7 +279,7 @@ def test_the_order_agrees_with_an_independent_oracle(world: tuple[Any, ...]) -> 
         tool_input=tool_input,
         mode=mode if mode in ("plan", "workspace", "full") else "workspace",
         workspace=WS,
-        rules=[Rule(rid, e, t, p) for rid, e, t, p in rules],  # type: ignore[arg-type]
+        rules=[Rule(rid, e, t, p) for rid, e, t, p in rules],
         grants=[(gid, GrantRule(t, p, scope)) for gid, scope, t, p in grants],
         builtins_on=builtins_on,
     )
