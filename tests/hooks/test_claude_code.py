@@ -115,6 +115,54 @@ async def test_full_mode_allows_explicitly(world: World, human: Human) -> None:
     assert await human.permissions(session) == []
 
 
+async def test_a_deny_rule_refuses_in_full_mode_and_the_model_is_told_which(
+    world: World, human: Human
+) -> None:
+    """docs/rules.md: a deny rule wins over full mode; the reason names the rule."""
+    session = await human.new_session("full")
+    r = await human.http.post(
+        "/api/v1/rules",
+        json={
+            "effect": "deny",
+            "tool_name": "Bash",
+            "pattern": "npm test",
+            "scope": "session",
+            "session_id": session,
+            "reason": "tests run in CI only",
+        },
+        headers=human.auth("ana"),
+    )
+    assert r.status_code == 201, r.text
+    rule_id = r.json()["id"]
+    run = await world.hook(CC, claude_input(), AGENTMAIL_SESSION_ID=session)
+    decision, reason = verdict(run)
+    assert decision == "deny"
+    assert reason == f"denied by rule {rule_id}: tests run in CI only"
+    [request] = await human.permissions(session)
+    assert request["decided_by"] == f"rule:{rule_id}" and request["mail_id"] is None
+    # Negative control: another command in the same session is allowed by full mode.
+    other = claude_input(tool_input={"command": "make"})
+    assert verdict(await world.hook(CC, other, AGENTMAIL_SESSION_ID=session))[0] == "allow"
+
+
+async def test_an_allow_rule_allows_without_asking_anyone(world: World, human: Human) -> None:
+    session = await human.new_session()
+    r = await human.http.post(
+        "/api/v1/rules",
+        json={
+            "effect": "allow",
+            "tool_name": "Bash",
+            "pattern": "npm",
+            "scope": "session",
+            "session_id": session,
+        },
+        headers=human.auth("ana"),
+    )
+    run = await world.hook(CC, claude_input(), AGENTMAIL_SESSION_ID=session)
+    assert verdict(run) == ("allow", f"approved by rule {r.json()['id']}")
+    assert not [m for m in await human.mails(session) if m["type"] == "permission_request"]
+
+
 async def test_a_session_without_a_human_denies(world: World, human: Human) -> None:
     session = await human.new_session(sender="pi")  # pi mails claude: no human in it
     run = await world.hook(CC, claude_input(), AGENTMAIL_SESSION_ID=session)

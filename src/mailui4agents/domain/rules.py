@@ -447,6 +447,6 @@ def model_reason(decision: Decision) -> str:
     """What the row's note says (and so the model is told) for a rule's decision."""
     rule = decision.rule
     assert rule is not None
-    verb = "denied" if decision.outcome == "deny" else "allowed"
+    verb = "denied" if decision.outcome == "deny" else "approved"
     why = f": {rule.reason}" if rule.reason else ""
     return f"{verb} by rule {rule.id}{why}"
