@@ -12,9 +12,10 @@ from mailui4agents.api.deps import GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.validation import Id, StrictBody
 from mailui4agents.domain.rules import MAX_PATTERN, MAX_REASON, MAX_TOOL
+from mailui4agents.domain.rules_file import MAX_FILE_BYTES
 from mailui4agents.services import rules
 from mailui4agents.wire.models import Page
-from mailui4agents.wire.rules import RuleOut
+from mailui4agents.wire.rules import RuleFileOut, RuleOut
 
 router = APIRouter(prefix="/api/v1", tags=["rules"])
 
@@ -75,3 +76,25 @@ async def switch_rule(rule_id: str, body: RuleSwitchIn, who: Human, gw: GatewayD
 async def remove_rule(rule_id: str, who: Human, gw: GatewayDep) -> RuleOut:
     async with gw.write() as s:
         return await rules.remove_rule(s, who, rule_id)
+
+
+class RuleFileIn(StrictBody):
+    workspace: str = Field(min_length=1, max_length=1024)
+    content: str = Field(max_length=MAX_FILE_BYTES)
+    sha256: str = Field(pattern="^[0-9a-f]{64}$")
+
+
+@router.post(
+    "/rules/files", status_code=201, response_model=RuleFileOut, response_model_exclude_unset=True
+)
+async def accept_rule_file(body: RuleFileIn, who: Human, gw: GatewayDep) -> RuleFileOut:
+    """A workspace owner accepts exactly this content of `.agentmail/rules.toml`
+    (docs/rules.md, "The rule file"): `agentmail rules accept WORKSPACE`."""
+    async with gw.write() as s:
+        return await rules.accept_file(s, who, body.workspace, body.content, body.sha256)
+
+
+@router.get("/rules/files", response_model=RuleFileOut, response_model_exclude_unset=True)
+async def get_rule_file(workspace: str, who: Human, gw: GatewayDep) -> RuleFileOut:
+    async with gw.read() as s:
+        return await rules.get_file(s, who, workspace)

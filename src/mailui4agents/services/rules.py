@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import and_, bindparam, func, or_, select
+from sqlalchemy import and_, bindparam, delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.base import new_id
-from mailui4agents.db.rule_tables import BuiltinRuleSwitchRow, RuleRow
+from mailui4agents.db.rule_tables import BuiltinRuleSwitchRow, RuleFileRow, RuleRow
 from mailui4agents.db.tables import AgentOwnerRow, AgentRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain import roots
@@ -48,11 +48,13 @@ from mailui4agents.domain.rules import (
     decide,
     grant_rule_of,
 )
+from mailui4agents.domain.rules_file import RuleFileError, sha256_of
+from mailui4agents.domain.rules_file import parse as parse_rules_file
 from mailui4agents.domain.workspaces import WorkspaceError, normalise_workspace
 from mailui4agents.services import access
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.session_summary import get_session
-from mailui4agents.wire.rules import RuleOut
+from mailui4agents.wire.rules import RuleFileOut, RuleOut
 
 # --- the decision ----------------------------------------------------------------
 
@@ -402,3 +404,83 @@ async def set_enabled(s: AsyncSession, who: Principal, rule_id: str, enabled: bo
     row.enabled = enabled
     await s.flush()
     return rule_out(row)
+
+
+# --- the rule file (docs/rules.md, "The rule file") ------------------------------------
+
+
+def _file_out(f: RuleFileRow, rows: Sequence[RuleRow]) -> RuleFileOut:
+    return RuleFileOut(
+        workspace=f.workspace,
+        sha256=f.sha256,
+        accepted_by=f.accepted_by,
+        accepted_at=f.accepted_at,
+        rules=[rule_out(r) for r in rows],
+    )
+
+
+async def accept_file(
+    s: AsyncSession, who: Principal, workspace: str, content: str, sha256: str
+) -> RuleFileOut:
+    """A workspace owner accepts exactly this content of the workspace's
+    `.agentmail/rules.toml`: its rules replace those of the last accepted
+    version. Agents never get here (api/deps.Human); checked again anyway."""
+    if not who.is_human:
+        raise forbidden("only people accept rule files")
+    ws = _workspace(workspace)
+    if sha256_of(content) != sha256:
+        raise invalid_value(
+            "sha256", "sha256 is not the SHA-256 of content: the file changed, accept it again"
+        )
+    try:
+        parsed = parse_rules_file(content)
+    except RuleFileError as e:
+        raise invalid_value("content", str(e)) from None
+    if not await owns_workspace(s, who, ws):
+        raise forbidden(
+            f"only the workspace's owners (owners of an agent whose workspace roots cover "
+            f"{ws}) and admins accept its rule file"
+        )
+    now = utcnow()
+    await s.execute(delete(RuleRow).where(RuleRow.source == "file", RuleRow.workspace == ws))
+    f = await s.get(RuleFileRow, ws)
+    if f is None:
+        f = RuleFileRow(workspace=ws, sha256=sha256, content=content, accepted_by=who.name)
+        s.add(f)
+    f.sha256, f.content, f.accepted_by, f.accepted_at = sha256, content, who.name, now
+    rows = [
+        RuleRow(
+            id=new_id(),
+            effect=r.effect,
+            tool_name=r.tool_name,
+            pattern=r.pattern,
+            scope="workspace",
+            session_id=None,
+            workspace=ws,
+            author=who.name,
+            reason=r.reason,
+            enabled=True,
+            source="file",
+            file_sha256=sha256,
+            created_at=now,
+        )
+        for r in parsed
+    ]
+    s.add_all(rows)
+    await s.flush()
+    return _file_out(f, rows)
+
+
+async def get_file(s: AsyncSession, who: Principal, workspace: str) -> RuleFileOut:
+    ws = _workspace(workspace)
+    f = await s.get(RuleFileRow, ws)
+    if f is None or not await owns_workspace(s, who, ws):
+        raise not_found(f"an accepted rule file of {ws}")
+    rows = (
+        await s.scalars(
+            select(RuleRow)
+            .where(RuleRow.source == "file", RuleRow.workspace == ws)
+            .order_by(RuleRow.created_at, RuleRow.id)
+        )
+    ).all()
+    return _file_out(f, rows)
