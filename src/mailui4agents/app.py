@@ -61,6 +61,7 @@ from mailui4agents.web import (
     export_page,
     notify_page,
     pwa,
+    rules_page,
 )
 from mailui4agents.web import views as web_views
 
@@ -211,6 +212,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
+    app.include_router(rules_page.router)  # docs/rules.md
     app.include_router(notify_page.router)
     app.include_router(email_page.router)  # docs/email.md, "Addresses"
     app.include_router(emails_page.router)
