@@ -11,6 +11,7 @@ import pytest
 
 from mailui4agents.domain.grants import EVERY, PREFIX, GrantRule
 from mailui4agents.domain.rules import Rule, decide
+from mailui4agents.domain.rules_file import sha256_of
 from tests.conftest import Api, snapshot
 
 pytestmark = pytest.mark.anyio
@@ -240,12 +241,12 @@ async def test_anonymous_callers_get_401_and_agents_403_everywhere(
     api: Api, world: dict[str, Any]
 ) -> None:
     body = {"effect": "allow", "tool_name": "Bash", "scope": "session", "session_id": world["ana"]}
-    calls = [
-        ("GET", "/api/v1/rules", None),
-        ("POST", "/api/v1/rules", body),
-        ("PATCH", "/api/v1/rules/builtin-rm-rf", {"enabled": False}),
-        ("DELETE", "/api/v1/rules/x", None),
-    ]
+    content = '[[rule]]\neffect = "allow"\ntool = "Bash"\n'
+    accept = {"workspace": WS, "content": content, "sha256": sha256_of(content)}
+    calls = [("GET", "/api/v1/rules", None), ("POST", "/api/v1/rules", body),
+             ("PATCH", "/api/v1/rules/builtin-rm-rf", {"enabled": False}),
+             ("DELETE", "/api/v1/rules/x", None), ("POST", "/api/v1/rules/files", accept),
+             ("GET", f"/api/v1/rules/files?workspace={WS}", None)]  # fmt: skip
     for method, path, json in calls:
         r = await api.http.request(method, path, json=json)
         assert r.status_code == 401, (method, path, r.text)
@@ -256,6 +257,41 @@ async def test_anonymous_callers_get_401_and_agents_403_everywhere(
     listed = (await api.http.get("/api/v1/rules", headers=api.auth("root"))).json()["items"]
     assert [r for r in listed if not r["builtin"]] == []
     assert all(r["enabled"] for r in listed)
+    files = await api.http.get(f"/api/v1/rules/files?workspace={WS}", headers=api.auth("root"))
+    assert files.status_code == 404
+
+
+async def test_who_may_accept_and_read_a_rule_file(api: Api, world: dict[str, Any]) -> None:
+    content = '[[rule]]\neffect = "allow"\ntool = "Bash"\npattern = "make"\n'
+    body = {"workspace": WS, "content": content, "sha256": sha256_of(content)}
+
+    async def post(who: str, **changes: Any) -> Any:
+        return await api.http.post(
+            "/api/v1/rules/files", json={**body, **changes}, headers=api.auth(who)
+        )
+
+    wrong = await post("ana", sha256="0" * 64)
+    assert wrong.status_code == 400 and wrong.json()["error"]["field"] == "sha256"
+    bad = '[[rule]]\neffect = "yes"\n'
+    r = await post("ana", content=bad, sha256=sha256_of(bad))
+    assert r.status_code == 400 and r.json()["error"]["field"] == "content"
+    # ana owns claude (roots /srv/*), bob owns codex (/opt/*, /srv/*): both own /srv/shop;
+    # nobody but an admin owns /elsewhere.
+    assert (await post("ana", workspace="/elsewhere")).status_code == 403
+    assert (await post("root", workspace="/elsewhere")).status_code == 201
+    made = await post("ana")
+    assert made.status_code == 201, made.text
+    assert made.json()["accepted_by"] == "ana" and len(made.json()["rules"]) == 1
+    read = await api.http.get(f"/api/v1/rules/files?workspace={WS}", headers=api.auth("bob"))
+    assert read.status_code == 200 and read.json()["sha256"] == body["sha256"]
+    # Its allow rule works where ana decides, and only with the accepted hash.
+    sid = world["ana"]
+    assert (await ask(api, sid, "make", rules_file_sha256=body["sha256"])).json()["status"] == (
+        "approved"
+    )
+    assert (await ask(api, sid, "make", rules_file_sha256="1" * 64)).json()["status"] == "pending"
+    theirs = await ask(api, world["bob"], "make", agent="codex", rules_file_sha256=body["sha256"])
+    assert theirs.json()["status"] == "pending"  # bob decides there, and ana accepted it
 
 
 async def test_who_may_add_which_rule(api: Api, world: dict[str, Any]) -> None:
@@ -395,3 +431,26 @@ async def test_random_worlds_agree_with_the_pure_order(api: Api, world: dict[str
         out = got.json()
         want = {"deny": "denied", "allow": "approved", "human": "pending"}[expected.outcome]
         assert (out["status"], out["decided_by"]) == (want, expected.by), (step, command, mode)
+
+
+async def test_rules_per_person_and_rule_files_are_bounded(
+    api: Api, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mailui4agents.services import rules as rules_service
+
+    monkeypatch.setattr(rules_service, "MAX_RULES_PER_AUTHOR", 2)
+    for _ in range(2):
+        assert (
+            await add(api, "ana", effect="deny", scope="workspace", workspace=WS)
+        ).status_code == 201
+    r = await add(api, "ana", effect="deny", scope="workspace", workspace=WS)
+    assert r.status_code == 409 and r.json()["error"]["reason"] == "too_many_rules"
+    assert (
+        await add(api, "bob", effect="deny", scope="workspace", workspace=WS)
+    ).status_code == 201
+    many = "".join('[[rule]]\neffect = "deny"\ntool = "Bash"\n\n' for _ in range(101))
+    big = "#" * (64 * 1024 + 1)
+    for content in (many, big):
+        body = {"workspace": WS, "content": content, "sha256": sha256_of(content)}
+        r = await api.http.post("/api/v1/rules/files", json=body, headers=api.auth("ana"))
+        assert r.status_code in (400, 422) and "content" in r.text, r.text[:300]

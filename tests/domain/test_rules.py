@@ -310,3 +310,13 @@ def test_ask_beats_a_grant_an_allow_rule_and_full_mode_but_not_plan() -> None:
     assert decide(mode="plan", **common).outcome == "mode_forbids"
     without_ask = {**common, "rules": common["rules"][:1]}
     assert decide(mode="workspace", **without_ask).by == "grant:g"
+
+
+def test_a_person_asked_because_of_an_ask_rule_is_told_apart_from_the_default() -> None:
+    common: dict[str, Any] = {"tool_name": "Bash", "mode": "workspace", "workspace": WS,
+                              "grants": []}  # fmt: skip
+    asked = decide(tool_input=bash("npm publish"), rules=[Rule("q", "ask", "Bash", "npm")],
+                   **common)  # fmt: skip
+    assert asked.outcome == "human" and asked.rule is not None and asked.rule.id == "q"
+    default = decide(tool_input=bash("npm publish"), rules=[], **common)
+    assert default.outcome == "human" and default.rule is None

@@ -400,7 +400,9 @@ Outcome = Literal["deny", "allow", "mode_allows", "mode_forbids", "human"]
 @dataclass(frozen=True)
 class Decision:
     """What the rules, grants and mode decided: ``by`` is ``rule:<id>`` or
-    ``grant:<id>`` for a deny or allow, None otherwise; ``rule`` the deciding rule."""
+    ``grant:<id>`` for a deny or allow, None otherwise; ``rule`` the deciding rule
+    — for ``human``, the ask rule that sends the call to a person (then nothing
+    later in the order, a proven sandbox included, may allow it)."""
 
     outcome: Outcome
     by: str | None = None
@@ -430,8 +432,9 @@ def decide(
             return Decision("deny", f"rule:{rule.id}", rule)
     if mode == "plan":
         return Decision("mode_forbids")
-    if any(r.effect == "ask" and rule_matches(r, tool_name, tool_input) for r in rules):
-        return Decision("human")
+    for rule in rules:
+        if rule.effect == "ask" and rule_matches(rule, tool_name, tool_input):
+            return Decision("human", None, rule)  # `rule`: an ask rule, nothing may allow it
     for grant_id, grant in grants:
         if grant_matches(grant, tool_name, tool_input):
             return Decision("allow", f"grant:{grant_id}")

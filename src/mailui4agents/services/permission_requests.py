@@ -182,6 +182,8 @@ async def create_request(
             grants=grants,
             file_sha256=rules_file_sha256,
         )
+        # A step that allows in place of a person (a proven sandbox) belongs here,
+        # for verdict.outcome == "human" without an ask rule (verdict.rule is None).
         if verdict.outcome == "mode_allows":
             raise _conflict("mode_allows", "the session is in full mode", permission_mode="full")
         if verdict.outcome == "mode_forbids":
