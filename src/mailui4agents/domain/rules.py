@@ -36,6 +36,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from mailui4agents.domain.grants import (
@@ -86,9 +87,11 @@ def grant_rule_of(rule: Rule) -> GrantRule:
 _SEGMENT_SPLIT = re.compile(r"\|\||&&|\$\(|[;&|`\n\r()]")
 
 
-def simple_commands(command: str) -> list[str]:
-    """The simple commands of a compound command line, stripped, empty ones dropped."""
-    return [part.strip() for part in _SEGMENT_SPLIT.split(command) if part.strip()]
+@lru_cache(maxsize=64)
+def simple_commands(command: str) -> tuple[str, ...]:
+    """The simple commands of a compound command line, stripped, empty ones dropped
+    (cached: every deny rule and built-in of one request splits the same command)."""
+    return tuple(part.strip() for part in _SEGMENT_SPLIT.split(command) if part.strip())
 
 
 def rule_matches(rule: Rule, tool_name: str, tool_input: Mapping[str, object]) -> bool:
@@ -126,14 +129,15 @@ def rule_matches(rule: Rule, tool_name: str, tool_input: Mapping[str, object]) -
 _TOP_LEVEL_HOME = ("~", "$HOME", "${HOME}")
 
 
-def _words(segment: str) -> list[str]:
+@lru_cache(maxsize=64)
+def _words(segment: str) -> tuple[str, ...]:
     try:
-        return shlex.split(segment, comments=False, posix=True)
+        return tuple(shlex.split(segment, comments=False, posix=True))
     except ValueError:
-        return segment.split()
+        return tuple(segment.split())
 
 
-def _skip_prefixes(words: list[str]) -> list[str]:
+def _skip_prefixes(words: Sequence[str]) -> list[str]:
     """Words after `sudo`, `env VAR=…`, `command`, `exec`, `nice`, `time`,
     leading variable assignments and their options."""
     i = 0
@@ -147,7 +151,7 @@ def _skip_prefixes(words: list[str]) -> list[str]:
                 i += 1
         else:
             break
-    return words[i:]
+    return list(words[i:])
 
 
 def _program(word: str) -> str:
