@@ -69,7 +69,7 @@ async def add_rule(body: RuleIn, who: Human, gw: GatewayDep) -> RuleOut:
 async def switch_rule(rule_id: str, body: RuleSwitchIn, who: Human, gw: GatewayDep) -> RuleOut:
     """Switch a rule on or off: its author or an admin; a built-in rule, admins."""
     async with gw.write() as s:
-        return await rules.set_enabled(s, who, rule_id, body.enabled)
+        return await rules.set_enabled(s, who, rule_id, enabled=body.enabled)
 
 
 @router.delete("/rules/{rule_id}", response_model=RuleOut, response_model_exclude_unset=True)

@@ -123,7 +123,7 @@ def rm(rule_id: str, as_json: bool) -> None:
     click.echo(f"Removed rule {rule_id}.")
 
 
-def _switch(rule_id: str, enabled: bool, as_json: bool) -> None:
+def _switch(rule_id: str, *, enabled: bool, as_json: bool) -> None:
     async def flip(client: AsyncClient) -> dict[str, Any]:
         return to_json(await client.switch_rule(rule_id, enabled))
 
@@ -139,7 +139,7 @@ def _switch(rule_id: str, enabled: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the rule as JSON.")
 def enable(rule_id: str, as_json: bool) -> None:
     """Switch the rule RULE_ID on (built-in rules: admins)."""
-    _switch(rule_id, True, as_json)
+    _switch(rule_id, enabled=True, as_json=as_json)
 
 
 @rules.command("disable")
@@ -147,7 +147,7 @@ def enable(rule_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the rule as JSON.")
 def disable(rule_id: str, as_json: bool) -> None:
     """Switch the rule RULE_ID off (built-in rules: admins)."""
-    _switch(rule_id, False, as_json)
+    _switch(rule_id, enabled=False, as_json=as_json)
 
 
 @rules.command("accept")

@@ -388,7 +388,7 @@ async def remove_rule(s: AsyncSession, who: Principal, rule_id: str) -> RuleOut:
     return out
 
 
-async def set_enabled(s: AsyncSession, who: Principal, rule_id: str, enabled: bool) -> RuleOut:
+async def set_enabled(s: AsyncSession, who: Principal, rule_id: str, *, enabled: bool) -> RuleOut:
     if rule_id in BUILTIN_IDS:
         if not who.is_admin:
             raise forbidden("only admins switch built-in rules")

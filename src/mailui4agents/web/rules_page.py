@@ -83,10 +83,10 @@ async def add_rule(request: Request) -> Response:
 @router.post("/rules/{rule_id}")
 async def rule_action(request: Request, rule_id: str) -> Response:
     async def enable(s: Transaction, who: Principal, _form: Mapping[str, Any]) -> None:
-        await rules.set_enabled(s, who, rule_id, True)
+        await rules.set_enabled(s, who, rule_id, enabled=True)
 
     async def disable(s: Transaction, who: Principal, _form: Mapping[str, Any]) -> None:
-        await rules.set_enabled(s, who, rule_id, False)
+        await rules.set_enabled(s, who, rule_id, enabled=False)
 
     async def remove(s: Transaction, who: Principal, _form: Mapping[str, Any]) -> None:
         await rules.remove_rule(s, who, rule_id)
