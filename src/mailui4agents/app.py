@@ -31,6 +31,7 @@ from mailui4agents.api import (
     permissions,
     push,
     push_actions,
+    rules,
     sessions,
 )
 from mailui4agents.api.body_guard import BodyGuard
@@ -60,6 +61,7 @@ from mailui4agents.web import (
     export_page,
     notify_page,
     pwa,
+    rules_page,
 )
 from mailui4agents.web import views as web_views
 
@@ -209,6 +211,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):
         app.include_router(module.router)
     app.include_router(agents.router)  # docs/api.md, "Who may set an agent to work"
+    app.include_router(rules.router)  # docs/api.md, "Rules"
     app.include_router(discovery.router)
     app.include_router(attachments.router)
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
@@ -222,6 +225,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
+    app.include_router(rules_page.router)  # docs/rules.md
     app.include_router(notify_page.router)
     app.include_router(email_page.router)  # docs/email.md, "Addresses"
     app.include_router(emails_page.router)
