@@ -58,6 +58,7 @@ async def create_permission(
             options=options,
             multi_select=body.multi_select,
             timeout_s=body.timeout_s,
+            sandbox=body.sandbox,
         )
     return answer_request(result, response)
 

@@ -135,6 +135,9 @@ class PermissionCreate(StrictBody):
     options: list[OptionIn] | None = None
     multi_select: bool = False
     timeout_s: int | None = Field(default=None, ge=1, le=86400)
+    #: The bridge proved its sandbox for this turn (docs/sandbox.md): in workspace
+    #: mode the gateway then allows the call without asking (409 mode_allows).
+    sandbox: Literal["proven"] | None = None
 
 
 class WithdrawIn(StrictBody):

@@ -128,6 +128,7 @@ async def create_request(
     options: list[JsonObject] | None,
     multi_select: bool,
     timeout_s: int | None,
+    sandbox: str | None = None,
 ) -> Opened | Duplicate:
     """Open a request: Opened (its PermissionOut), or Duplicate when this agent
     used `relay_key` before (nothing is written then)."""
@@ -165,6 +166,16 @@ async def create_request(
     if kind == "approval" and mode == "plan":
         raise _conflict(
             "mode_forbids", "the session is in plan mode (read-only)", permission_mode="plan"
+        )
+    # The sandbox (docs/sandbox.md): a bridge that proved its boundary for this
+    # turn has the kernel refuse every write outside the workspace, so workspace
+    # mode lets the call run without asking. After the deny rules, like the mode.
+    if kind == "approval" and mode == "workspace" and sandbox == "proven":
+        raise _conflict(
+            "mode_allows",
+            "the bridge proved its sandbox: the kernel confines this call to the workspace",
+            permission_mode="workspace",
+            allowed_by="sandbox",
         )
 
     now = utcnow()
