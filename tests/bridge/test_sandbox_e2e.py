@@ -14,12 +14,14 @@ import re
 import shutil
 import socket
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from mailui4agents.bridge.sandbox import LAUNCHER
 from tests import needs
 from tests.bridge.harness import Agent, BridgeProcess, Human
 
@@ -245,3 +247,34 @@ async def test_a_sandbox_that_lets_the_canary_through_is_not_trusted(
     await human.decide(request["id"], "deny", note="no")
     await human.wait_reply(sent["session_id"], sent["id"])
     assert not (agent.workspace / "marker.txt").exists()
+
+
+# -- the turn's own launcher ---------------------------------------------------------------
+
+
+def launcher(tmp_path: Path, *options: str) -> dict[str, str]:
+    """Run the launcher (no bwrap: Landlock alone) with a turn's canaries; the
+    environment the CLI got, and the report."""
+    report = tmp_path / "inside" / "proof"  # the turn's folder: writable
+    argv = [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--report", str(report),
+            "--proven-env", "AGENTMAIL_SANDBOX", "--", "env"]  # fmt: skip
+    env = {"PATH": os.environ.get("PATH", ""), "AGENTMAIL_SANDBOX": "proven"}  # a forged flag
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=True)
+    seen = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    return {"flag": seen.get("AGENTMAIL_SANDBOX", ""), "report": report.read_text()}
+
+
+def test_the_launcher_hands_the_flag_on_only_when_its_canaries_hold(tmp_path: Path) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    outside.mkdir()
+    canaries = ["--probe-deny", str(outside / "c"), "--probe-allow", str(inside / "c")]
+    held = launcher(tmp_path, "--write", str(inside), "--net-all", *canaries)
+    assert held["flag"] == "proven"
+    assert f"deny\tEACCES\t{outside / 'c'}" in held["report"]
+    # Landlock leaves writes alone (as a broken sandbox would): the outside canary
+    # gets through, so the flag — even one forged in the environment — is removed.
+    through = launcher(tmp_path, "--write-all", "--net-all", *canaries)
+    assert through["flag"] == ""
+    assert f"deny\tok\t{outside / 'c'}" in through["report"]
+    assert not (outside / "c").exists()
