@@ -357,6 +357,7 @@ class TurnHandler:
             base_env=env,
             turn_dir=turn_dir,
             hook_timeout_s=self.s.hook_timeout_s,
+            sandboxed=box is not None,
         )
         running = Activity("running", job.mail_id)
         self.board.set(job.session_id, running)
@@ -430,7 +431,7 @@ class TurnHandler:
             self.sandbox.refuse(not_here)
             return None, None
         box = self.sandbox.box(
-            mode, workspace, turn_dir, self.runner.sandbox_writable(env), env,
+            mode, workspace, turn_dir, self.runner.sandbox_writable(env, self.s.state_dir), env,
             self.runner.model_ports(env),
         )  # fmt: skip
         box.tmp_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -146,14 +146,15 @@ class Bridge:
         if not_here is not None:
             box.refuse(not_here)
             return
-        scratch = self.config.state_dir / "sandbox-check"
-        workspace, turn_dir = scratch / "workspace", scratch / "turns" / "start"
+        state = self.config.state_dir
+        workspace, turn_dir = state / "sandbox-check", state / "turns" / "sandbox-check"
         for folder in (workspace, turn_dir):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         env = dict(os.environ)
+        runner = self.config.runner
         proof = await box.prove(
-            box.box("workspace", workspace, turn_dir, self.config.runner.sandbox_writable(env),
-                    env, self.config.runner.model_ports(env))
+            box.box("workspace", workspace, turn_dir, runner.sandbox_writable(env, state),
+                    env, runner.model_ports(env))
         )  # fmt: skip
         if proof.ok:
             logger.info(

@@ -38,6 +38,9 @@ class TurnContext:
     base_env: dict[str, str]  # the environment every runner passes (API: Bridge)
     turn_dir: Path  # private scratch folder of this turn (config files live here)
     hook_timeout_s: float
+    #: The turn runs inside the bridge's sandbox (docs/sandbox.md): a CLI's own
+    #: sandbox cannot nest inside it (Landlock forbids mounts) and is left off.
+    sandboxed: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,9 +180,10 @@ class Runner(ABC):
         (docs/sandbox.md)."""
         return None
 
-    def sandbox_writable(self, env: Mapping[str, str]) -> list[str]:
+    def sandbox_writable(self, env: Mapping[str, str], state_dir: Path) -> list[str]:
         """The CLI's own state folders and files, writable inside the sandbox in
-        every mode (docs/sandbox.md, "State folders of each runner"); ``env`` is the turn's."""
+        every mode (docs/sandbox.md, "State folders of each runner"); ``env`` is the
+        turn's, ``state_dir`` the bridge's."""
         return []
 
     def model_ports(self, env: Mapping[str, str]) -> list[int]:
