@@ -11,7 +11,10 @@ refuses the other two, and the turn goes on to its answer.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,7 +23,12 @@ import pytest
 from tests import needs
 from tests.bridge.agent_clis import REPO, require
 from tests.bridge.harness import Agent, BridgeProcess, Human
+from tests.bridge.test_pi_e2e import pi_home
+from tests.fakes.gemini_server import GeminiServer
 from tests.fakes.model_server import ModelServer, bash_then_answer
+from tests.fakes.openai_chat import ChatServer
+from tests.fakes.openai_chat import answer as chat_answer
+from tests.fakes.openai_chat import shell_then_answer as chat_shell_then_answer
 from tests.fakes.responses_server import ResponsesServer
 from tests.fakes.scripted_http import answer, shell_then_answer
 
@@ -150,17 +158,101 @@ def start_codex(agent: Agent, model: ResponsesServer, *args: str) -> BridgeProce
 
 
 @pytest.fixture
-def codex_state(agent: Agent) -> Iterator[None]:
+def repo_state(agent: Agent) -> Iterator[None]:
     yield
     shutil.rmtree(REPO / ".cache" / "test-state" / agent.name, ignore_errors=True)
 
 
 async def test_codex_in_workspace_writes_inside_unasked_and_is_refused_outside(
-    human: Human, agent: Agent, responses: ResponsesServer, codex_state: None
+    human: Human, agent: Agent, responses: ResponsesServer, repo_state: None
 ) -> None:
     start_codex(agent, responses, "--sandbox-network", "deny")  # its model's port stays open
 
     def script(shell: str) -> None:
         responses.script = shell_then_answer(shell, "DONE")
+
+    await check_workspace_turn(human, agent, script)
+
+
+# -- pi ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def chat() -> Iterator[ChatServer]:
+    with ChatServer(chat_answer("ok")) as server:
+        yield server
+
+
+async def test_pi_in_workspace_writes_inside_unasked_and_is_refused_outside(
+    human: Human, agent: Agent, chat: ChatServer
+) -> None:
+    pi_bin = require("@mariozechner/pi-coding-agent")
+    home = pi_home(agent, chat)
+    agent.bridge(
+        "--runner-arg", f"bin={pi_bin}", "--runner-arg", "model=fake/fake-model",
+        "--runner-arg", f"home={home}", runner="pi", sandbox=True, HOME=str(home),
+        PI_OFFLINE="1",
+    )  # fmt: skip
+
+    def script(shell: str) -> None:
+        chat.script = chat_shell_then_answer(shell, "DONE")
+
+    await check_workspace_turn(human, agent, script)
+
+
+# -- Gemini CLI ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gemini() -> Iterator[GeminiServer]:
+    with GeminiServer(answer("ok")) as server:
+        yield server
+
+
+async def test_gemini_in_workspace_writes_inside_unasked_and_is_refused_outside(
+    human: Human, agent: Agent, gemini: GeminiServer, repo_state: None
+) -> None:
+    gemini_bin = require("@google/gemini-cli")
+    home = agent.workspace.parent / "home"
+    home.mkdir(exist_ok=True)
+    # Gemini skips a settings file below a folder others may write to (/tmp).
+    agent.state_dir = REPO / ".cache" / "test-state" / agent.name
+    agent.bridge(
+        "--runner-arg", f"bin={gemini_bin}", "--runner-arg", "model=gemini-fake",
+        "--runner-arg", f"home={home}", runner="gemini", sandbox=True, HOME=str(home),
+        GOOGLE_GEMINI_BASE_URL=gemini.url, GEMINI_API_KEY="dummy",
+    )  # fmt: skip
+
+    def script(shell: str) -> None:
+        gemini.script = shell_then_answer(shell, "DONE")
+
+    await check_workspace_turn(human, agent, script)
+
+
+# -- DSH -----------------------------------------------------------------------------------
+
+
+def install_dsh_profile(home: Path, modules: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "mailui4agents.cli.main", "install-hook", "dsh",
+         "--node-modules", str(modules)], check=True, env={**os.environ, "DSH_HOME": str(home)},
+    )  # fmt: skip
+
+
+async def test_dsh_in_workspace_writes_inside_unasked_and_is_refused_outside(
+    human: Human, agent: Agent, chat: ChatServer
+) -> None:
+    dsh_bin = require("@deepseek-ai/dsh").resolve()
+    home = agent.workspace.parent / "dsh-home"
+    modules = dsh_bin.parent.parent / "profile" / "node_modules"
+    install_dsh_profile(home, modules)
+    agent.bridge(
+        "--runner-arg", f"bin={dsh_bin}", "--runner-arg", f"home={home}", runner="dsh",
+        sandbox=True, DEEPSEEK_BASE_URL=chat.url, DEEPSEEK_API_KEY="dummy",
+        DSH_TELEMETRY_DISABLED="1",
+    )  # fmt: skip
+
+    def script(shell: str) -> None:
+        chat.script = chat_shell_then_answer(shell, "DONE")
 
     await check_workspace_turn(human, agent, script)

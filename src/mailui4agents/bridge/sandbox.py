@@ -60,7 +60,7 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev
            "/dev/random", "/dev/urandom")  # fmt: skip
 #: Environment variables whose URL names the model provider (its port stays reachable).
 MODEL_URL_VARS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL",
-                  "GEMINI_API_BASE_URL", "OPENAI_API_BASE")  # fmt: skip
+                  "GEMINI_API_BASE_URL", "OPENAI_API_BASE", "DEEPSEEK_BASE_URL")  # fmt: skip
 HTTPS_PORT = 443
 MAX_PORTS = 64
 State = Literal["proven", "unavailable", "off"]
