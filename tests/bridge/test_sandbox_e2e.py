@@ -111,6 +111,21 @@ async def test_workspace_writes_inside_without_asking_and_the_kernel_refuses_out
     assert "Enforcement: native" in prompt and "inside the workspace run without asking" in prompt
 
 
+async def test_a_workspace_around_the_bridges_state_keeps_the_state_read_only(
+    human: Human, agent: Agent
+) -> None:
+    around = agent.workspace.parent  # holds the workspace, the state dir, the agent's log
+    start(agent)
+    body = f"!write {around}/note.txt\n!write {agent.state_dir}/ledger.jsonl\n!bash echo x > b.txt"
+    sent = await human.send(f"{agent.name}@{around}.new", body, mode="workspace")
+    reply = await human.wait_reply(sent["session_id"], sent["id"])
+    assert line(reply, f"wrote {around}/note.txt")
+    assert REFUSED.search(line(reply, f"write {agent.state_dir}/ledger.jsonl")), reply["body"]
+    assert "written by the agent" not in (agent.state_dir / "ledger.jsonl").read_text()
+    assert line(reply, "ran [echo x")  # proven: asked nobody
+    assert await human.all_permissions(sent["session_id"]) == []
+
+
 async def test_plan_refuses_every_write_and_full_writes_outside_but_not_protected(
     human: Human, agent: Agent, outside: Path, tmp_path: Path
 ) -> None:

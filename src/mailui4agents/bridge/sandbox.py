@@ -131,6 +131,11 @@ class Box:
     def tmp_dir(self) -> Path:
         return self.turn_dir / "tmp"
 
+    @property
+    def state_dir(self) -> Path:
+        """The bridge's state dir (the turn folder is STATE/turns/TOKEN)."""
+        return Path(os.path.realpath(self.turn_dir.parent.parent))
+
 
 @dataclass
 class Status:
@@ -231,6 +236,15 @@ class Sandbox:
         if not box.write_all:
             for path in box.writable:
                 argv += ["--bind", path, path]
+        # The bridge's own state (ledger, session map, results) is no business of
+        # the agent's, even inside a workspace that contains it (a workspace of
+        # $HOME): read-only on top, then what the turn writes there again.
+        state = str(box.state_dir)
+        if os.path.isdir(state):
+            argv += ["--ro-bind", state, state]
+            for path in box.writable:
+                if path.startswith(state + os.sep):
+                    argv += ["--bind", path, path]
         for path in box.read_only:
             argv += ["--ro-bind", path, path]
         return argv
@@ -310,15 +324,11 @@ class Sandbox:
     def canaries(self, box: Box) -> tuple[list[str], list[str]]:
         """Paths that must refuse a new file, and paths that must take one."""
         tag = f".agentmail-canary-{secrets.token_hex(6)}"
-        outside = box.turn_dir.parent.parent / "canary"  # the state dir: never writable
+        outside = box.state_dir / "canary"  # the bridge's state: read-only in every mode
         outside.mkdir(parents=True, exist_ok=True, mode=0o700)
         package = Path(mailui4agents.__file__).resolve().parent  # protected in every mode
-        deny = [str(package / tag)]
+        deny = [str(package / tag), str(outside / tag)]
         allow = [str(box.tmp_dir / tag)]
-        if box.mode == "full":
-            allow.append(str(outside / tag))
-        else:
-            deny.append(str(outside / tag))
         (deny if box.mode == "plan" else allow).append(str(box.workspace / tag))
         return deny, allow
 
