@@ -212,7 +212,7 @@ class Sandbox:
         # Protected paths are read-only on top of every writable mount, even the
         # workspace's own hook settings (domain/protected.py).
         read_only = [p for p in protected if os.path.lexists(p)]
-        for root in own if mode != "full" else ["/"]:
+        for root in dict.fromkeys([str(workspace), *own]):  # the workspace in every mode
             for rel in (".claude/settings.json", ".claude/settings.local.json",
                         ".gemini/settings.json"):  # fmt: skip
                 candidate = os.path.join(root, rel)
