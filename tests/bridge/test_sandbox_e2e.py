@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mailui4agents.bridge.sandbox import LAUNCHER
@@ -73,6 +74,18 @@ async def heartbeat_sandbox(human: Human, name: str) -> tuple[dict[str, object] 
     assert r.status_code == 200, r.text
     found = next(a for a in r.json()["items"] if a["name"] == name)
     return found.get("sandbox"), str(found.get("mode_enforcement"))
+
+
+async def wait_sandbox_state(human: Human, name: str, state: str) -> tuple[dict[str, object], str]:
+    """Poll the agent as the admin sees it (no event for "a heartbeat arrived")
+    until its sandbox report is in ``state``: the bridge sends a heartbeat on a
+    change, at most one a second."""
+    with anyio.fail_after(15):
+        while True:
+            sandbox, enforcement = await heartbeat_sandbox(human, name)
+            if isinstance(sandbox, dict) and sandbox.get("state") == state:
+                return sandbox, enforcement
+            await anyio.sleep(0.1)
 
 
 async def test_workspace_writes_inside_without_asking_and_the_kernel_refuses_outside(
@@ -293,3 +306,48 @@ def test_the_launcher_hands_the_flag_on_only_when_its_canaries_hold(tmp_path: Pa
     assert through["flag"] == ""
     assert f"deny\tok\t{outside / 'c'}" in through["report"]
     assert not (outside / "c").exists()
+
+
+async def test_a_turn_whose_own_canary_gets_through_asks_and_reports_it(
+    human: Human, agent: Agent, tmp_path: Path, bwrap: str
+) -> None:
+    """Proven at start (the probe goes to the real bwrap), then a turn's sandbox
+    made porous by a test double: / mounted writable and Landlock told to leave
+    writes alone. The turn's launcher finds its outside canary written, so the
+    CLI gets no AGENTMAIL_SANDBOX, its guarded call is asked, and the heartbeat
+    says why."""
+    fake = tmp_path / "porous-bin"
+    fake.mkdir()
+    script = fake / "bwrap"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "args = sys.argv[1:]\n"
+        "if '--probe' not in args:\n"
+        "    cut = args.index('--')\n"
+        "    mounts = ['--bind' if a == '--ro-bind' else a for a in args[:cut]]\n"
+        "    rest, out, i = args[cut:], [], 0\n"
+        "    while i < len(rest):\n"
+        "        if rest[i] == '--write':\n"
+        "            i += 2\n"
+        "            continue\n"
+        "        out.append(rest[i])\n"
+        "        i += 1\n"
+        "    at = out.index('--', 1)\n"
+        "    args = mounts + out[:at] + ['--write-all'] + out[at:]\n"
+        f"os.execv({bwrap!r}, [{bwrap!r}, *args])\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    start(agent, PATH=f"{fake}{os.pathsep}{os.environ.get('PATH', '')}")
+    sandbox, enforcement = await heartbeat_sandbox(human, agent.name)
+    assert sandbox == {"state": "proven", "reason": None} and enforcement == "native"
+    sent = await human.send(
+        f"{agent.name}@{agent.workspace}.new", "!bash echo hi > marker.txt", mode="workspace"
+    )
+    request = await human.wait_pending(sent["session_id"])
+    assert request["tool_name"] == "Bash"
+    await human.decide(request["id"], "deny", note="no")
+    await human.wait_reply(sent["session_id"], sent["id"])
+    sandbox, enforcement = await wait_sandbox_state(human, agent.name, "unavailable")
+    assert "canary write outside the boundary" in str(sandbox["reason"]), sandbox
+    assert enforcement == "advisory"
