@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -114,6 +115,24 @@ async def test_claude_code_in_workspace_writes_inside_unasked_and_is_refused_out
         model.script = bash_then_answer(shell, "DONE")
 
     await check_workspace_turn(human, agent, script)
+
+
+async def test_claude_code_under_network_deny_reaches_its_model_and_not_another_port(
+    human: Human, agent: Agent, model: ModelServer
+) -> None:
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(4)
+        port = other.getsockname()[1]
+        shell = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2> net-error.txt; echo tried > tried.txt"
+        model.script = bash_then_answer(shell, "DONE")
+        start_claude(agent, model, "--sandbox-network", "deny")
+        sent = await human.send(f"{agent.name}@{agent.workspace}.new", "try the port",
+                                mode="workspace")  # fmt: skip
+        reply = await human.wait_reply(sent["session_id"], sent["id"], TURN_S)
+    assert reply["body"].startswith("DONE")  # the model's port and the gateway's: reachable
+    assert (agent.workspace / "tried.txt").exists()
+    assert "Permission denied" in (agent.workspace / "net-error.txt").read_text()
 
 
 async def test_claude_code_in_full_writes_outside(
