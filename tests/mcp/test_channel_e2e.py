@@ -122,7 +122,15 @@ async def _tee(
             await out.send(message)
 
 
-def channel_env(world: World, agent: str = "claude", **extra: str) -> dict[str, str]:
+def channel_env(
+    world: World, agent: str = "claude", *, rollout: bool = True, **extra: str
+) -> dict[str, str]:
+    """The server's environment as Claude Code gives it. ``rollout``: Claude Code's
+    cached rollout flag for channels is on in its config file (test-only: Anthropic's
+    servers set it for an account; docs/platforms.md)."""
+    home = world.tmp / "home"
+    config = {"cachedGrowthBookFeatures": {"tengu_harbor": rollout}}
+    (home / ".claude.json").write_text(json.dumps(config))
     return {
         **world.env(agent),
         "CLAUDE_CODE_SESSION_ID": world.platform_id,
@@ -261,12 +269,21 @@ async def test_no_mail_of_another_session_or_agent_and_none_from_an_agent(world:
     assert {m["meta"]["session_id"] for m in claude.messages()} == {session_id}
 
 
-async def test_without_the_channel_flag_no_mail_is_claimed_and_the_hooks_get_it(
-    world: World,
+@pytest.mark.parametrize(
+    ("named", "rollout", "logged"),
+    [
+        (False, True, "not started with --dangerously-load-development-channels server:agentmail"),
+        (True, False, "rollout flag for channels (tengu_harbor) is not on"),
+    ],
+)
+async def test_when_claude_code_would_ignore_the_channel_no_mail_is_claimed(
+    world: World, named: bool, rollout: bool, logged: str
 ) -> None:
-    async with channel(world, named=False) as claude:
-        await claude.log.wait_for("not started with --dangerously-load-development-channels")
+    env = channel_env(world, rollout=rollout)
+    async with channel(world, named=named, env=env) as claude:
+        await claude.log.wait_for(logged)
         await mail_to_session(world, "for the hook, not the channel")
+        # The Stop hook still finds it unread: the channel left it alone.
         stop = await run_hook(CC, event(world, "Stop"), world.env(), world.shop)
     assert "for the hook, not the channel" in json.loads(stop.stdout)["reason"]
     assert claude.messages() == []

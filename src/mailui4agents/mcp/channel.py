@@ -157,17 +157,60 @@ def names_channel(argv: list[str], name: str = SERVER_NAME) -> bool:
     return False
 
 
+#: Variables with which Claude Code reads no rollout flags (so its channels stay off).
+NO_FLAGS_VARS = (
+    "DISABLE_GROWTHBOOK",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    "DISABLE_TELEMETRY",
+)
+#: Claude Code's rollout flag for channels, and where it keeps its last value.
+ROLLOUT_FLAG = "tengu_harbor"
+
+
+def claude_config_file(env: Mapping[str, str]) -> str:
+    """Claude Code's global config file: ``$CLAUDE_CONFIG_DIR/.claude.json``, else
+    ``~/.claude.json``."""
+    folder = env.get("CLAUDE_CONFIG_DIR") or env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(folder, ".claude.json")
+
+
+def rollout_cached(env: Mapping[str, str]) -> bool:
+    """Whether Claude Code's cached rollout flag for channels is on (its config
+    file's ``cachedGrowthBookFeatures``, which Claude Code itself reads at start-up
+    and refreshes from Anthropic's servers). Unreadable counts as off."""
+    try:
+        with open(claude_config_file(env), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    cached = config.get("cachedGrowthBookFeatures") if isinstance(config, dict) else None
+    return isinstance(cached, dict) and cached.get(ROLLOUT_FLAG) is True
+
+
 def mail_gate(env: Mapping[str, str], ancestors: list[list[str]] | None = None) -> str | None:
     """Why mail must not be claimed for the channel, or None when Claude Code
-    was started to take it (this server named as a channel, first-party API)."""
+    will take channel messages as far as this server can tell: started with this
+    server named as a channel, on the first-party API, reading its rollout flags,
+    with the channel flag on. (Claude Code never says whether it registered the
+    channel; a mail claimed for a channel it ignores would be marked read unseen.)"""
     for var in THIRD_PARTY_VARS:
         if _truthy(env.get(var)):
             return f"{var} is set: Claude Code takes no channel messages from third-party providers"
+    for var in NO_FLAGS_VARS:
+        if env.get(var):
+            return f"{var} is set: Claude Code reads no rollout flags, so its channels are off"
+    if _truthy(env.get("DO_NOT_TRACK")):
+        return "DO_NOT_TRACK is set: Claude Code reads no rollout flags, so its channels are off"
     lines = _ancestors() if ancestors is None else ancestors
     if not any(names_channel(argv) for argv in lines):
         return (
             f"Claude Code was not started with --dangerously-load-development-channels "
             f"server:{SERVER_NAME}"
+        )
+    if not rollout_cached(env):
+        return (
+            f"Claude Code's rollout flag for channels ({ROLLOUT_FLAG}) is not on in "
+            f"{claude_config_file(env)}: Claude Code would ignore the channel's messages"
         )
     return None
 
