@@ -93,6 +93,7 @@ def test_a_permission_request_is_checked_field_by_field() -> None:
             "input_preview": '{"command": "ls"}'}  # fmt: skip
     assert parse_permission_request(good) == ("abcde", "Bash", "run", '{"command": "ls"}')
     assert parse_permission_request({k: v for k, v in good.items() if k != "description"})[2] == ""
+    bad: object
     for bad in (
         None, [], {**good, "request_id": None}, {**good, "request_id": "a b"},
         {**good, "request_id": "x" * 65}, {**good, "tool_name": ""}, {**good, "tool_name": 1},
