@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -404,3 +406,77 @@ async def test_malformed_and_unknown_notifications_are_ignored_with_a_log_line(
     log = claude.log.text()
     assert log.count("ignored a malformed permission_request") == 6, log
     assert "ignored a notifications/claude/channel/bogus notification" in log
+
+
+def permission_hook_input(world: World, command: str) -> dict[str, Any]:
+    """Claude Code's PermissionRequest hook stdin for the same call as _request's."""
+    return {**event(world, "PermissionRequest"), "tool_name": "Bash",
+            "tool_input": {"command": command}, "permission_suggestions": []}  # fmt: skip
+
+
+async def run_deferring_hook(
+    world: World, payload: dict[str, Any], then: Callable[[Process], Awaitable[None]]
+) -> HookRun:
+    """Start the PermissionRequest hook; once it says it left the dialog to the
+    channel, run ``then`` (given the hook's process); the finished hook."""
+    env = {**world.env(), "AGENTMAIL_HOOK_TIMEOUT": "20"}
+    command = [sys.executable, "-m", "mailui4agents.cli.main", "hook", CC]
+    with anyio.fail_after(DEADLINE_S):
+        async with await anyio.open_process(command, env=env, cwd=world.shop) as proc:
+            assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+            await proc.stdin.send(json.dumps(payload).encode())
+            await proc.stdin.aclose()
+            err = b""
+            async for chunk in proc.stderr:
+                err += chunk
+                if b"channel asks about this dialog" in err:
+                    break
+            await then(proc)
+            out = b"".join([chunk async for chunk in proc.stdout])
+            err += b"".join([chunk async for chunk in proc.stderr])
+            code = await proc.wait()
+    return HookRun(code, out.decode(), err.decode())
+
+
+async def test_with_the_permission_hook_also_installed_one_dialog_opens_one_request(
+    world: World,
+) -> None:
+    async with channel(world) as claude:
+        request = await asked(world, claude, _request("abcde"))
+
+        async def approve(_hook: Process) -> None:
+            await decide(world, request, "approve")
+
+        # Claude Code starts the interactive install's PermissionRequest hook for
+        # the same dialog just after notifying the channel.
+        hook = await run_deferring_hook(world, permission_hook_input(world, "npm test"), approve)
+        await claude.wait_for(lambda _: bool(claude.answers()))
+        r = await world.api.http.get("/api/v1/permissions", headers=world.api.auth("ana"))
+    assert [item["id"] for item in r.json()["items"]] == [request["id"]]
+    assert (hook.returncode, hook.stdout) == (0, "")  # the dialog takes the channel's answer
+    assert claude.answers() == [{"request_id": "abcde", "behavior": "allow"}]
+
+
+async def test_no_in_the_terminal_stops_the_deferring_hook_which_withdraws_the_request(
+    world: World,
+) -> None:
+    async with channel(world) as claude:
+        request = await asked(world, claude, _request("abcde"))
+
+        async def terminal_says_no(hook: Process) -> None:
+            hook.send_signal(signal.SIGTERM)  # as Claude Code does when "No" aborts the turn
+
+        hook = await run_deferring_hook(
+            world, permission_hook_input(world, "npm test"), terminal_says_no
+        )
+        r = await world.api.http.get(
+            "/api/v1/permissions", params={"status": "decided"}, headers=world.api.auth("ana")
+        )
+        [closed] = [item for item in r.json()["items"] if item["id"] == request["id"]]
+        # Sync point: a later request's answer comes; none came for the withdrawn one.
+        later = await asked(world, claude, _request("pqrst", "npm run lint"))
+        await decide(world, later, "approve")
+        await claude.wait_for(lambda _: bool(claude.answers()))
+    assert closed["status"] == "cancelled" and closed["decided_via"]["channel"] == "terminal"
+    assert (hook.returncode, hook.stdout) == (0, "")
+    assert claude.answers() == [{"request_id": "pqrst", "behavior": "allow"}]

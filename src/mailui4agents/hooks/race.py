@@ -24,7 +24,11 @@ it has no race and no interactive install: docs/platforms.md), with
 The request and the later event are matched by a relay key prefix: a digest of
 the platform, its session id, the tool name and the tool input (the
 ``PermissionRequest`` input carries no tool-use id), plus a random tail per
-request. Only the standard library until a human must be asked.
+request. When the Claude Code channel (``agentmail mcp --channel``) is also
+installed, Claude Code asks both about one dialog: whichever claims the dialog
+first (hooks/claims.py) asks; a hook that lost the claim opens no request and
+waits only to withdraw the channel's on SIGTERM. Only the standard library
+until a human must be asked.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import hashlib
 import json
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +54,8 @@ if TYPE_CHECKING:
 WITHDRAW_S = 1.0
 
 PREFIX = "race:"
+#: Seconds a dialog claim outlives the wait it covers (hooks/claims.py).
+CLAIM_MARGIN_S = 5.0
 
 
 def relay_key_prefix(platform: str, session_id: str, tool_name: str, tool_input: Any) -> str:
@@ -147,11 +154,26 @@ def _race(call: ToolCall, settings: HookSettings) -> HookDecision:
     if not call.session_id:
         return ask("no platform session id")
     prefix = relay_key_prefix(settings.platform, call.session_id, call.tool_name, call.tool_input)
+    from mailui4agents.hooks import claims
     from mailui4agents.hooks.gateway import connect
 
+    try:
+        claim = claims.take(settings.env, prefix, settings.timeout_s + CLAIM_MARGIN_S)
+    except OSError as exc:
+        sys.stderr.write(f"agentmail: no dialog claim ({exc}); asking anyway\n")
+        claim = ""
     gateway = connect(settings)
     previous = signal.signal(signal.SIGTERM, _on_term)
     try:
+        if claim is None:
+            # The Claude Code channel (mcp/channel.py) asks about this dialog:
+            # open no second request; stay only to withdraw it if the terminal
+            # answers "No" (SIGTERM), since the channel is never told.
+            path = claims.claim_path(settings.env, prefix)
+            sys.stderr.write("agentmail: the Claude Code channel asks about this dialog\n")
+            sys.stderr.flush()
+            claims.wait_released(path, time.monotonic() + settings.timeout_s)
+            return ask("asked through the Claude Code channel")
         decision = ask_remotely(call, settings, gateway, prefix)
     except _Stopped:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -161,6 +183,8 @@ def _race(call: ToolCall, settings: HookSettings) -> HookDecision:
     finally:
         if signal.getsignal(signal.SIGTERM) is _on_term:
             signal.signal(signal.SIGTERM, previous)
+        if claim:
+            claims.release(claim)
     return decision
 
 

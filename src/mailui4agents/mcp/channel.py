@@ -25,7 +25,9 @@ mail would be marked read without the model ever seeing it.
 Permissions: each ``permission_request`` asks the session's deciders through
 the same path as the ``PermissionRequest`` hook (hooks/race.py
 ``ask_remotely``), with the same relay key prefix for the same tool call, so
-the interactive hooks' withdrawal ("answered in the terminal") closes it too.
+the interactive hooks' withdrawal ("answered in the terminal") closes it too,
+and when that hook is installed as well, only the first to claim the dialog
+asks (hooks/claims.py).
 Only a person's decision (or our policy's: protected paths, plan mode) is sent
 back; when nobody answers in time, or the gateway refuses, nothing is sent and
 the dialog decides. A deny's note follows as a channel message (the answer has
@@ -56,7 +58,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage, JSONRPCNotification
 
 from mailui4agents.client.backoff import Backoff
-from mailui4agents.hooks import mail_in, race
+from mailui4agents.hooks import claims, mail_in, race
 from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall
 from mailui4agents.mcp.runtime import Runtime
 
@@ -421,6 +423,13 @@ class Channel:
             decided = ask("CLAUDE_CODE_SESSION_ID is not set: no session to ask in")
             return None, decided
         prefix = race.relay_key_prefix(PLATFORM, self.platform_session, tool_name, call.tool_input)
+        try:
+            claim = claims.take(settings.env, prefix, settings.timeout_s + race.CLAIM_MARGIN_S)
+        except OSError as exc:
+            log.warning("no dialog claim (%s); asking anyway", exc)
+            claim = ""
+        if claim is None:
+            return None, ask("the PermissionRequest hook asks about this dialog")
         gateway = connect(settings)
         finished = False
         try:
@@ -435,6 +444,8 @@ class Channel:
                 # for this request any more.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(race.WITHDRAW_S + 1):
                     await anyio.to_thread.run_sync(race.withdraw, settings, prefix)
+            if claim:
+                claims.release(claim)
         return answer_for(decision), decision
 
     # -- mail ------------------------------------------------------------------------------
