@@ -74,6 +74,7 @@ async def launch(
     terminal: Terminal,
     rollout: dict[str, bool] | None = None,
     extra: tuple[str, ...] = (),
+    hooks: bool = False,
 ) -> None:
     """`agentmail install-mcp claude-code --channel` in the agent's workspace (a git
     repository), then Claude Code with the channel named, the start-up warning
@@ -109,6 +110,11 @@ async def launch(
                "--channel", "--project", str(work)]  # fmt: skip
     with anyio.fail_after(60):
         await anyio.run_process(install, env=env)
+        if hooks:  # the interactive hooks as well (hooks/race.py, hooks/mail_in.py)
+            await anyio.run_process(
+                [sys.executable, "-m", "mailui4agents.cli.main", "install-hook", "claude-code",
+                 "--interactive", "--project", str(work)], env=env,
+            )  # fmt: skip
     # Not DISABLE_TELEMETRY / CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: with either,
     # Claude Code reads no rollout flags and its channels stay off.
     terminal.start(
@@ -180,6 +186,45 @@ async def test_a_permission_prompt_is_relayed_and_a_remote_approval_closes_the_d
     screen = await terminal.wait_for("DONE")
     assert DIALOG not in screen
     assert (agent.workspace / "marker.txt").read_text() == "hi\n"
+
+
+async def test_yes_in_the_terminal_first_the_channel_is_not_told_and_the_request_stays_open(
+    owner: Human, agent: Agent, claude_bin: Path, model: ModelServer, terminal: Terminal
+) -> None:
+    """Pins Claude Code 2.1.197: a dialog answered in the terminal sends the channel
+    nothing, so without the interactive hooks the remote request stays pending
+    until it expires (docs/platforms.md)."""
+    await launch(agent, claude_bin, model, terminal)
+    await bound_session(owner, agent)
+    await prompt(terminal, "create the marker")
+    request = await pending_request(owner, agent)
+    await terminal.wait_for(DIALOG)
+    terminal.keys("Enter")  # "1. Yes"
+    await terminal.wait_for("DONE")
+    assert (agent.workspace / "marker.txt").read_text() == "hi\n"
+    [still] = [p for p in await owner.pending(request["session_id"]) if p["id"] == request["id"]]
+    assert still["status"] == "pending"
+
+
+async def test_with_the_interactive_hooks_too_one_request_and_yes_in_the_terminal_withdraws_it(
+    owner: Human, agent: Agent, claude_bin: Path, model: ModelServer, terminal: Terminal
+) -> None:
+    await launch(agent, claude_bin, model, terminal, hooks=True)
+    await bound_session(owner, agent)
+    await prompt(terminal, "create the marker")
+    request = await pending_request(owner, agent)
+    await terminal.wait_for(DIALOG)
+    terminal.keys("Enter")  # "1. Yes"
+    await terminal.wait_for("DONE")
+    with anyio.fail_after(30):  # PostToolUse withdraws by the shared relay key prefix
+        while True:
+            everything = await owner.all_permissions(request["session_id"])
+            if all(p["status"] != "pending" for p in everything):
+                break
+            await anyio.sleep(0.05)
+    assert [(p["id"], p["status"], p["decided_via"]["channel"]) for p in everything] == [
+        (request["id"], "cancelled", "terminal")
+    ]  # one dialog, one request (hooks/claims.py), answered in the terminal
 
 
 async def test_a_remote_deny_reaches_the_model_with_the_note_as_a_channel_message(
