@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -190,8 +191,11 @@ def delivered(claude: Claude, mail_id: str) -> list[dict[str, Any]]:
 
 async def test_a_persons_mail_arrives_as_one_channel_message_with_safe_meta(world: World) -> None:
     async with channel(world) as claude:
+        await ready(world, claude)
+        sent = time.monotonic()
         mail_id = await mail_to_session(world, "please also bump the version")
         await claude.wait_for(lambda _: bool(delivered(claude, mail_id)))
+        print(f"channel message {time.monotonic() - sent:.3f} s after the send")  # a figure
         # Claimed: the Stop hook that runs next finds nothing left to hand over.
         stop = await run_hook(CC, event(world, "Stop"), world.env(), world.shop)
     [message] = delivered(claude, mail_id)
@@ -331,8 +335,10 @@ async def test_a_permission_prompt_is_asked_of_the_owner_and_her_approval_allows
 ) -> None:
     async with channel(world) as claude:
         request = await asked(world, claude, _request("abcde"))
+        decided = time.monotonic()
         await decide(world, request, "approve")
         await claude.wait_for(lambda _: bool(claude.answers()))
+        print(f"allow sent {time.monotonic() - decided:.3f} s after the decision")  # a figure
     assert claude.answers() == [{"request_id": "abcde", "behavior": "allow"}]
     assert request["tool_name"] == "Bash" and request["tool_input"] == {"command": "npm test"}
     assert request["session_id"] == await world.session_id()
