@@ -293,10 +293,11 @@ async def test_without_the_rollout_flag_claude_code_refuses_the_channel_and_no_m
             await anyio.sleep(0.05)
     r = await owner.http.get("/api/v1/sessions", headers=owner.auth)
     assert (
-        not [  # no session bound, no mail claimed
+        not [  # no session bound for this agent, no mail claimed
             s
             for s in r.json()["items"]
             if str(s.get("platform_id") or "").startswith("claude-code:")
+            and agent.name in json.dumps(s.get("participants"))
         ]
     )
 
