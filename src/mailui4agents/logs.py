@@ -1,5 +1,5 @@
 """Log output of `agentmail serve` and `agentmail bridge`: `--log-format text`
-(one readable line) or `json` (one JSON object a line), docs/api.md "Logs".
+(one readable line) or `json` (one JSON object a line), docs/api.md, "Request ids and logs".
 
 Every line of a request carries its id (http/observe.py). No line is given a
 secret to print: the request line names the route template, not the path or

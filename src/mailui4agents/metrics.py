@@ -23,8 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 if TYPE_CHECKING:
     from mailui4agents.state import Gateway
 
-# Request latency, seconds: from a few ms (an inbox read) to a long-poll's 30 s.
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Request latency, seconds: from a few ms (an inbox read) to a long-poll's 60 s.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # A person's decision, seconds: from a glance at a phone to a day.
 DECISION_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0, 14400.0, 86400.0)
 UNMATCHED = "unmatched"  # a path no route matched (never the raw path: cardinality)

@@ -1,5 +1,5 @@
 """GET /metrics and the request log of a real `agentmail serve` (docs/metrics.md,
-docs/api.md "Logs"): a known workload, then every counter read back with
+docs/api.md, "Request ids and logs"): a known workload, then every counter read back with
 prometheus_client's own parser, exactly; who may read it; the JSON lines, their
 request ids, and no secret of the workload in any line."""
 

@@ -88,7 +88,7 @@ def _root_path(value: str) -> str:
     envvar="AGENTMAIL_LOG_FORMAT",
     help="text: one readable line per entry; json: one JSON object per line. Each "
     "request logs one line with its id (the X-Request-Id header), method, route "
-    'template, status and duration (docs/api.md, "Logs").',
+    'template, status and duration (docs/api.md, "Request ids and logs").',
 )
 @click.option(
     "--forwarded-allow-ips",

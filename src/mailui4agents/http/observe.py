@@ -1,5 +1,5 @@
 """One request, observed: its id (the `X-Request-Id` answer header), its metrics
-and its one log line (docs/metrics.md, docs/api.md "Logs").
+and its one log line (docs/metrics.md, docs/api.md, "Request ids and logs").
 
 A pure ASGI middleware, outermost of the app's own: it sees the answers of the
 body guard too. The line names the route template (`/api/v1/mail/{mail_id}`),
