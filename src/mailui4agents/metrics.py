@@ -15,13 +15,23 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncSession
 
 if TYPE_CHECKING:
     from mailui4agents.state import Gateway
+
+# No `*_created` series beside each counter and histogram: they double the series
+# for a timestamp Prometheus does not need (it sees resets by itself).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Request latency, seconds: from a few ms (an inbox read) to a long-poll's 60 s.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
 from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD, Api, copy_template
+from tests.docs.test_metrics_doc import documented
 from tests.fakes.push_service import PushService, push_service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
@@ -235,6 +236,11 @@ async def test_a_known_workload_reads_back_exactly(
     assert m["agentmail_scheduler_lag_seconds"][()] < 5
     pool = m["agentmail_db_connections"]
     assert {dict(k)["engine"] for k in pool} == {"writer", "reader"}
+    served = {
+        f.name + ("_total" if f.type == "counter" else "")
+        for f in text_string_to_metric_families(text)
+    }
+    assert served == documented("Gateway")  # docs/metrics.md lists exactly these
 
 
 async def test_pending_requests_and_open_streams_are_read_when_scraped(

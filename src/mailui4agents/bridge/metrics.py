@@ -6,9 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+# No `*_created` series beside each counter and histogram: they double the series
+# for a timestamp Prometheus does not need (it sees resets by itself).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # A turn: from seconds (a quick answer) to the default --turn-timeout (30 min).
 TURN_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
