@@ -11,9 +11,10 @@ when /metrics is scraped, so the hot path pays nothing for it.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -27,7 +28,29 @@ from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncSession
 
 if TYPE_CHECKING:
-    from mailui4agents.state import Gateway
+    from mailui4agents.db.engine import Database
+    from mailui4agents.events.hub import EventHub
+    from mailui4agents.settings import Settings
+
+
+class _Counted(Protocol):
+    counts: collections.Counter[str]
+
+
+class Watched(Protocol):
+    """What the scrape reads of a Gateway (state.py, which imports this module)."""
+
+    settings: Settings
+    db: Database
+    hub: EventHub
+    scheduler_done_at: float | None
+
+    @property
+    def push(self) -> _Counted | None: ...
+
+    @property
+    def email(self) -> _Counted | None: ...
+
 
 # No `*_created` series beside each counter and histogram: they double the series
 # for a timestamp Prometheus does not need (it sees resets by itself).
@@ -132,7 +155,7 @@ class GatewayMetrics:
             else:
                 child.inc(value)
 
-    def watch(self, gw: Gateway) -> None:
+    def watch(self, gw: Watched) -> None:
         """Read the gateway's state at each scrape (it replaces the last one's)."""
         if self._state is not None:
             self.registry.unregister(self._state)
@@ -143,7 +166,7 @@ class GatewayMetrics:
 class _StateCollector(Collector):
     """What is read rather than counted, at scrape time."""
 
-    def __init__(self, gw: Gateway) -> None:
+    def __init__(self, gw: Watched) -> None:
         self.gw = gw
 
     def describe(self) -> Iterator[Any]:
