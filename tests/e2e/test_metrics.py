@@ -168,7 +168,7 @@ async def scrape_until(api: Api, done: Any, within_s: float = 10.0) -> tuple[str
         r = await api.http.get("/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
         n += 1
         assert r.status_code == 200, r.text
-        assert r.headers["content-type"].startswith("text/plain")
+        assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
         if done(r.text):
             return r.text, n
         assert time.monotonic() < deadline, r.text
@@ -287,6 +287,12 @@ async def test_who_may_read_metrics(api: Api, gateway: GatewayProcess) -> None:
     assert await get(SCRAPE_TOKEN) == 200
     assert await get(SCRAPE_TOKEN + "x") == 401
     assert await get(SCRAPE_TOKEN[:-1]) == 401
+    om = await api.http.get(
+        "/metrics",
+        headers={**api.auth("admin"), "Accept": "application/openmetrics-text; version=1.0.0"},
+    )
+    assert om.headers["content-type"].startswith("application/openmetrics-text")
+    assert om.text.endswith("# EOF\n")
     # Neither a cookie nor a query string opens it.
     r = await api.http.get(f"/metrics?token={SCRAPE_TOKEN}")
     assert r.status_code == 401

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 from mailui4agents.api.deps import admin, bearer_token
 from mailui4agents.domain.errors import not_found
@@ -27,16 +27,9 @@ def _scrape_token_ok(gw: Gateway, token: str) -> bool:
     return hmac.compare_digest(token.encode(), wanted.get_secret_value().strip().encode())
 
 
-@router.get(
-    "/metrics",
-    response_class=Response,
-    responses={
-        200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"},
-        401: {"description": "No token, or neither an admin's nor the scrape token"},
-        403: {"description": "A token of someone who is not an admin"},
-        404: {"description": "metrics_enabled is false"},
-    },
-)
+# Not in the OpenAPI document: an operations route in Prometheus' format, not
+# part of the JSON API (docs/api.md, "Health", and docs/metrics.md).
+@router.get("/metrics", response_class=Response, include_in_schema=False)
 async def metrics(request: Request) -> Response:
     gw: Gateway = request.app.state.gateway
     if not gw.settings.metrics_enabled or gw.metrics is None:
@@ -53,5 +46,7 @@ async def metrics(request: Request) -> Response:
         await admin(request)  # 401 unknown token, 403 not an admin
     async with gw.read() as s:
         gw.metrics.pending.set(await permissions.count_pending(s))
-    body = generate_latest(gw.metrics.registry)
-    return Response(body, media_type=CONTENT_TYPE_LATEST, headers={"Cache-Control": "no-store"})
+    # The text format 0.0.4, or OpenMetrics for a scraper that asks for it.
+    encode, media_type = choose_encoder(request.headers.get("accept", ""))
+    body = encode(gw.metrics.registry)
+    return Response(body, media_type=media_type, headers={"Cache-Control": "no-store"})
