@@ -370,3 +370,26 @@ async def test_text_lines_name_the_request_id_too(tmp_path: Path, template_db: P
     line = next(x for x in gp.output if f"request_id={rid}" in x)
     assert "INFO mailui4agents.access: POST /api/v1/auth/login 200" in line
     assert token not in output and ADMIN_PASSWORD not in output
+
+
+@pytest.mark.live_both_backends
+async def test_counts_and_pools_on_both_databases(live: Api, live_backend: str) -> None:
+    """The same notes on PostgreSQL (one pool, reported as the writer's)."""
+    await live.agent("bot", workspaces=["/srv/**"])
+    sent = await live.send("admin", [f"bot@{WORKSPACE}.new"])
+    assert sent.status_code == 201, sent.text
+    asked = await live.http.post(
+        "/api/v1/agent/permissions",
+        json={"session_id": sent.json()["session_id"], "kind": "approval",
+              "tool_name": "Bash", "tool_input": {"command": "ls"}, "relay_key": "k"},
+        headers=live.auth("bot"),
+    )  # fmt: skip
+    assert asked.status_code == 201, asked.text
+    r = await live.http.get("/metrics", headers=live.auth("admin"))
+    assert r.status_code == 200, r.text
+    m = families(r.text)
+    assert by(m["agentmail_mails_total"], "type") == {"message": 1, "permission_request": 1}
+    assert by(m["agentmail_permission_requests_total"], "outcome") == {"asked": 1}
+    assert m["agentmail_permission_requests_pending"] == {(): 1}
+    engines = {dict(k)["engine"] for k in m["agentmail_db_connections"]}
+    assert engines == ({"writer"} if live_backend == "postgresql" else {"writer", "reader"})
