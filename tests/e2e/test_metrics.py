@@ -337,6 +337,15 @@ async def test_json_request_lines_carry_the_answers_request_id_and_no_secret(
 ) -> None:
     done = await workload(api, fake)
     await scrape_until(api, lambda t: push_sent(t) == 2)
+    # A one-time pairing code travels in a path (/pair/{code}): opened, it is logged
+    # by its route template only.
+    paired = await api.http.post(
+        "/api/v1/devices/pairings", json={"name": "tablet"}, headers=api.auth("ann")
+    )
+    assert paired.status_code == 201, paired.text
+    code = paired.json()["url"].rsplit("/", 1)[1]
+    assert (await api.http.get(f"/pair/{code}")).status_code == 200
+    done.secrets.append(code)
     gateway.stop()  # every line written and read
     lines = json_lines(gateway)
     requests = [x for x in lines if x["logger"] == "mailui4agents.access"]
@@ -346,7 +355,7 @@ async def test_json_request_lines_carry_the_answers_request_id_and_no_secret(
     assert (decision[0]["method"], decision[0]["status"]) == ("POST", 200)
     assert decision[0]["duration_ms"] > 0
     assert len({x["request_id"] for x in requests}) == len(requests)  # one id per request
-    assert {x["route"] for x in requests} >= {"unmatched", "/api/v1/mail/{mail_id}"}
+    assert {x["route"] for x in requests} >= {"unmatched", "/api/v1/mail/{mail_id}", "/pair/{code}"}
     output = "".join(gateway.output)
     assert "/no/such/path" not in output and "no-such-mail" not in output
     for secret in done.secrets:
