@@ -68,8 +68,10 @@ class Observe:
                 message["headers"] = headers
             await send(message)
 
+        crashed = True
         try:
             await self.app(scope, receive, sending)
+            crashed = False
         finally:
             seconds = time.perf_counter() - started
             route = route_of(scope)
@@ -90,4 +92,7 @@ class Observe:
                         "duration_ms": round(seconds * 1000, 3),
                     },
                 )
-            request_id.reset(token)
+            if not crashed:
+                # After a crash the id stays set: the server logs the traceback
+                # next, in this request's own task (uvicorn runs one per request).
+                request_id.reset(token)
