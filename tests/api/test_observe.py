@@ -93,7 +93,7 @@ async def test_a_crash_is_counted_as_500_and_its_traceback_names_the_request(
     try:
         await Observe(_crash, metrics=metrics)(_scope(), _receive, send)
     except RuntimeError:  # as uvicorn does, in the request's task
-        logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
+        logging.getLogger("tests.observe").exception("Exception in ASGI application")
     else:
         raise AssertionError("the crash was swallowed")
     request, traceback = lines()
