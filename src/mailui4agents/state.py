@@ -59,6 +59,8 @@ class Gateway:
     metrics: GatewayMetrics | None = field(default=None)
     # time.monotonic() when the scheduler last finished a pass (its lag, metrics.py).
     scheduler_done_at: float | None = field(default=None)
+    # The fd of the data dir's shared lock (data_lock.py), released when the lifespan ends.
+    data_lock: int | None = field(default=None)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
