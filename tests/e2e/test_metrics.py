@@ -394,11 +394,20 @@ async def test_counts_and_pools_on_both_databases(live: Api, live_backend: str) 
         headers=live.auth("bot"),
     )  # fmt: skip
     assert asked.status_code == 201, asked.text
+    denied = await live.http.post(  # a built-in deny rule decides it at once
+        "/api/v1/agent/permissions",
+        json={"session_id": sent.json()["session_id"], "kind": "approval",
+              "tool_name": "Bash", "tool_input": {"command": "rm -rf /"}, "relay_key": "k2"},
+        headers=live.auth("bot"),
+    )  # fmt: skip
+    assert denied.status_code == 201, denied.text
+    assert denied.json()["status"] == "denied"
     r = await live.http.get("/metrics", headers=live.auth("admin"))
     assert r.status_code == 200, r.text
     m = families(r.text)
     assert by(m["agentmail_mails_total"], "type") == {"message": 1, "permission_request": 1}
-    assert by(m["agentmail_permission_requests_total"], "outcome") == {"asked": 1}
+    assert by(m["agentmail_permission_requests_total"], "outcome") == {"asked": 1, "denied": 1}
     assert m["agentmail_permission_requests_pending"] == {(): 1}
+    assert "agentmail_permission_decisions_total" not in m  # none was settled after asking
     engines = {dict(k)["engine"] for k in m["agentmail_db_connections"]}
     assert engines == ({"writer"} if live_backend == "postgresql" else {"writer", "reader"})
