@@ -13,10 +13,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from mailui4agents import metrics
 from mailui4agents.db.tables import PermissionRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.decided_via import via_text
@@ -145,6 +146,15 @@ def settled(row: PermissionRow, **values: Any) -> None:
         set_committed_value(row, key, value)
 
 
+def _count_settled(s: AsyncSession, row: PermissionRow, by_person: bool) -> None:
+    """The settlement's metrics (metrics.py), counted once committed: its status,
+    and the time a person took to decide."""
+    metrics.note(s, "permission_decisions", row.status)
+    if by_person and row.decided_at is not None and row.created_at is not None:
+        waited = (row.decided_at - row.created_at).total_seconds()
+        metrics.note(s, "decision_seconds", row.status, max(0.0, waited))
+
+
 async def announce(
     s: AsyncSession,
     session: SessionRow,
@@ -166,6 +176,7 @@ async def announce(
         body += "\nAnswer: " + ", ".join(row.answers)
     if row.note:
         body += f"\nNote from {row.decided_by}: {row.note}"
+    _count_settled(s, row, sender_human)
     humans = await access.deciders(s, session.id) if deciders is None else deciders
     targets = [principal_key(row.agent_name, False), *(principal_key(h, True) for h in humans)]
     event = decision_event(row)
@@ -299,3 +310,11 @@ async def list_for_human(
         stmt = stmt.where(PermissionRow.session_id == session_id)
     stmt = stmt.order_by(PermissionRow.created_at.desc()).limit(limit)
     return [permission_out(p, sess) for p, sess in (await s.execute(stmt)).all()]
+
+
+async def count_pending(s: AsyncSession) -> int:
+    """Requests waiting for a decision, in one COUNT (GET /metrics)."""
+    n = await s.scalar(
+        select(func.count()).select_from(PermissionRow).where(PermissionRow.status == "pending")
+    )
+    return int(n or 0)
