@@ -29,6 +29,7 @@ from mailui4agents.domain.results import Duplicate, Opened
 from mailui4agents.events import log
 from mailui4agents.services import (
     access,
+    audit,
     delivery,
     email_request,
     notify_policy,
@@ -114,6 +115,7 @@ _INSERT_PERMISSION = {
 }
 
 
+@audit.audited  # every answer recorded in this transaction (services/audit.py)
 async def create_request(
     s: AsyncSession,
     agent: Principal,
