@@ -18,6 +18,7 @@ from mailui4agents.api import (
     agent_sessions,
     agents,
     attachments,
+    audit,
     auth,
     calendar,
     devices,
@@ -196,6 +197,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):
         app.include_router(module.router)
     app.include_router(agents.router)  # docs/api.md, "Who may set an agent to work"
+    app.include_router(audit.router)  # docs/audit.md
     app.include_router(discovery.router)
     app.include_router(attachments.router)
     app.include_router(calendar.router)  # docs/api.md, "Calendar"

@@ -210,9 +210,7 @@ async def test_the_modes_answers_are_recorded_without_a_request(
         assert (await s.scalars(select(PermissionRow))).all() == []
 
 
-async def _open_decided(
-    api: Api, sid: str, decided_by: str, status: str, note: str
-) -> Opened | object:
+async def open_decided(gw: Gateway, sid: str, decided_by: str, status: str, note: str) -> Opened:
     """What the rules write in create_request (docs/audit.md): the request
     inserted already decided with `decided_by = "rule:<id>"`, through the one
     insert create_request uses, returned as Opened — wrapped by audit.audited as
@@ -233,8 +231,10 @@ async def _open_decided(
         return Opened(permissions.permission_out(row))
 
     agent = Principal("agent", "x", "claude")
-    async with gateway_of(api).write() as s:
-        return await audit.audited(open_request)(s, agent, session_id=sid, kind="approval")
+    async with gw.write() as s:
+        got = await audit.audited(open_request)(s, agent, session_id=sid, kind="approval")
+    assert isinstance(got, Opened)
+    return got
 
 
 async def test_a_rules_decision_lands_as_that_rule(api: Api, world: dict[str, Any]) -> None:
@@ -242,10 +242,9 @@ async def test_a_rules_decision_lands_as_that_rule(api: Api, world: dict[str, An
     for it: a deny rule and an allow rule."""
     sid = world["sid"]
     why = "rule r-7: never git push --force"
-    denied = await _open_decided(api, sid, "rule:r-7", "denied", why)
-    allowed = await _open_decided(api, sid, "rule:r-8", "approved", "")
+    denied = await open_decided(gateway_of(api), sid, "rule:r-7", "denied", why)
+    allowed = await open_decided(gateway_of(api), sid, "rule:r-8", "approved", "")
     rows = await trail(api)
-    assert isinstance(denied, Opened) and isinstance(allowed, Opened)
     d, a = row_of(rows, denied.request.id), row_of(rows, allowed.request.id)
     assert (d.outcome, d.actor_kind, d.actor, d.channel, d.reason) == (
         "denied", "rule", "r-7", "rule", why,

@@ -51,6 +51,7 @@ COMMANDS = {
     "grants": "mailui4agents.cli.approvals:grants",
     "revoke": "mailui4agents.cli.approvals:revoke",
     "deciders": "mailui4agents.cli.approvals:deciders",
+    "audit": "mailui4agents.cli.audit:audit",
     "hook": "mailui4agents.cli.hook:hook",
     "install-hook": "mailui4agents.cli.install_cmd:install_hook",
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",

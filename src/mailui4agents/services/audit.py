@@ -24,19 +24,22 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ParamSpec, cast
 
-from sqlalchemy import Table, bindparam, insert, select
+from sqlalchemy import Table, bindparam, false, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.audit_tables import AuditRow
 from mailui4agents.db.tables import PermissionRow, SessionRow
 from mailui4agents.db.types import utcnow
-from mailui4agents.domain.errors import Conflict
+from mailui4agents.domain.errors import Conflict, invalid_value
 from mailui4agents.domain.masking import mask_secrets, mask_text
 from mailui4agents.domain.results import Duplicate, Opened, Refused
+from mailui4agents.services import access
 from mailui4agents.services.principals import Principal
+from mailui4agents.wire.audit import AuditActor, AuditOut
 from mailui4agents.wire.models import PermissionOut
 
 OUTCOMES = (
@@ -88,11 +91,15 @@ def _of_session(column: Any) -> Any:
 
 
 # inline(): no RETURNING of the new id on PostgreSQL (nobody reads it).
-_INSERT = insert(_AUDIT).inline().values(
-    session_id=bindparam("b_session"),
-    permission_mode=_of_session(SessionRow.permission_mode),
-    enforcement=_of_session(SessionRow.permission_enforcement),
-    **{name: bindparam(f"b_{name}") for name in _VALUES},
+_INSERT = (
+    insert(_AUDIT)
+    .inline()
+    .values(
+        session_id=bindparam("b_session"),
+        permission_mode=_of_session(SessionRow.permission_mode),
+        enforcement=_of_session(SessionRow.permission_enforcement),
+        **{name: bindparam(f"b_{name}") for name in _VALUES},
+    )
 )
 
 
@@ -297,3 +304,82 @@ def audited(
         return result
 
     return open_and_record
+
+
+# -- reading the trail ----------------------------------------------------------------------
+
+_NAMED = {"rule": "id", "grant": "id", "person": "name", "terminal": "name", "mode": "name"}
+
+
+def audit_out(row: AuditRow, *, sees_input: bool) -> AuditOut:
+    """The wire form; `sees_input`: the reader decides in the row's session."""
+    actor: dict[str, Any] = {"kind": row.actor_kind, "channel": row.channel, "device": row.device}
+    if row.actor is not None:
+        actor[_NAMED.get(row.actor_kind, "name")] = row.actor
+    return AuditOut(
+        id=row.id,
+        request_id=row.request_id,
+        session_id=row.session_id,
+        agent=row.agent_name,
+        kind=row.kind,
+        tool_name=row.tool_name,
+        summary=row.summary if sees_input else None,
+        outcome=row.outcome,
+        decided_by=AuditActor(**actor),
+        permission_mode=row.permission_mode,
+        enforcement=row.enforcement,
+        asked_at=row.asked_at,
+        decided_at=row.at,
+        waited_ms=row.waited_ms,
+        reason=row.reason,
+    )
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What `page_of` keeps: each set filter must match (all of them)."""
+
+    session_id: str | None = None
+    agent: str | None = None
+    person: str | None = None  # a person who decided (actor kind person)
+    outcome: str | None = None
+    since: datetime | None = None
+
+
+def parse_cursor(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not value.isdigit() or not 0 < int(value) < 2**63:
+        raise invalid_value("cursor", "cursor is not one this server gave out")
+    return int(value)
+
+
+async def page_of(
+    s: AsyncSession, who: Principal, filters: Filters, limit: int, cursor: str | None
+) -> tuple[list[AuditOut], str | None]:
+    """The decisions `who` may see, newest first, `limit` of them after `cursor`.
+    Admins see every row; everyone else the rows of the sessions they may read
+    (services/access.Reader, the one read rule). The input's summary only for a
+    session's deciders. Agents read no audit (the API route is for people)."""
+    if filters.outcome is not None and filters.outcome not in OUTCOMES:
+        raise invalid_value("outcome", f"unknown outcome; one of: {', '.join(OUTCOMES)}")
+    reader = access.Reader(who)
+    after = parse_cursor(cursor)
+    decides = access.decides(who.name, AuditRow.session_id) if who.is_human else false()
+    stmt = select(AuditRow, decides).where(reader.may_read(AuditRow.session_id))
+    if filters.session_id is not None:
+        stmt = stmt.where(AuditRow.session_id == filters.session_id)
+    if filters.agent is not None:
+        stmt = stmt.where(AuditRow.agent_name == filters.agent)
+    if filters.person is not None:
+        stmt = stmt.where(AuditRow.actor_kind == "person", AuditRow.actor == filters.person)
+    if filters.outcome is not None:
+        stmt = stmt.where(AuditRow.outcome == filters.outcome)
+    if filters.since is not None:
+        stmt = stmt.where(AuditRow.at >= filters.since)
+    if after is not None:
+        stmt = stmt.where(AuditRow.id < after)
+    rows = (await s.execute(stmt.order_by(AuditRow.id.desc()).limit(limit + 1))).all()
+    items = [audit_out(row, sees_input=bool(sees)) for row, sees in rows[:limit]]
+    more = len(rows) > limit
+    return items, str(items[-1].id) if more else None
