@@ -53,6 +53,7 @@ from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 from mailui4agents.web import (
+    audit_page,
     calendar_page,
     devices_page,
     email_links_page,
@@ -216,6 +217,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(emails_page.router)
     app.include_router(email_links_page.router)  # docs/email.md, "One-click links"
     app.include_router(export_page.router)  # docs/email.md, "Export"
+    app.include_router(audit_page.router)  # docs/audit.md
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
     document_errors(app)

@@ -25,6 +25,10 @@ pytestmark = pytest.mark.anyio
 
 @snapshot
 async def day(api: Api) -> dict[str, Any]:
+    return await build_day(api)
+
+
+async def build_day(api: Api) -> dict[str, Any]:
     """Two sessions of agent `claude`: ana owns one (carl is cc'd), bob the other;
     dan is in neither; `codex` is another agent; root is an admin in neither.
     In ana's: ana approves, denies with a note, the session goes to full mode and

@@ -16,6 +16,7 @@ from mailui4agents.cli.common import echo_json
 from mailui4agents.cli.output import one_line
 from mailui4agents.client import AsyncClient
 from mailui4agents.client import audit as audit_calls
+from mailui4agents.domain.decided_via import actor_text
 from mailui4agents.domain.times import parse_rfc3339, rfc3339
 from mailui4agents.wire.models import to_json
 
@@ -42,19 +43,8 @@ def since_time(value: str, now: datetime | None = None) -> str:
 def who_decided(item: dict[str, Any]) -> str:
     """``ana (push, Ana's phone)``, ``rule r-7``, ``grant 5f…``, ``mode full``, ``timeout``."""
     by = item["decided_by"]
-    kind = by["kind"]
     name = by.get("name") or by.get("id")
-    text: str = {
-        "person": f"{name}",
-        "terminal": f"{name}'s terminal",
-        "rule": f"rule {name}",
-        "grant": f"grant {name}",
-        "mode": f"mode {name}" if name else "the mode",
-    }.get(kind, kind)
-    where = [part for part in (by.get("channel"), by.get("device")) if part]
-    if kind == "person" and where:
-        text += f" ({', '.join(where)})"
-    return text
+    return actor_text(by["kind"], name, by.get("channel"), by.get("device"))
 
 
 def audit_line(item: dict[str, Any]) -> str:
