@@ -320,3 +320,21 @@ async def test_the_database_refuses_to_change_or_delete_a_row(
     assert (after.id, after.outcome, after.actor, after.at) == (
         before.id, "denied", "ana", before.at,
     )  # fmt: skip
+
+
+async def test_nobody_who_could_decide_is_recorded_as_the_gateways_refusal(
+    api: Api, world: dict[str, Any]
+) -> None:
+    """A session of agents alone: 409 `no_human`, recorded without a request."""
+    await api.agent("pi")
+    mine = (await api.send("ana", ["pi@/srv/x.new"], subject="work")).json()
+    m = await api.send(
+        "pi", ["claude@/srv/x.new"], subject="agents only", from_session_id=mine["session_id"]
+    )
+    r = await ask(api, m.json()["session_id"], command="make agents")
+    assert r.status_code == 409 and r.json()["error"]["reason"] == "no_human", r.text
+    [row] = await trail(api)
+    assert (row.outcome, row.actor_kind, row.actor, row.request_id, row.summary) == (
+        "no_human", "system", None, None, "make agents",
+    )  # fmt: skip
+    assert row.session_id == m.json()["session_id"] and row.reason == r.json()["error"]["message"]
