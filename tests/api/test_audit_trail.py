@@ -338,3 +338,19 @@ async def test_nobody_who_could_decide_is_recorded_as_the_gateways_refusal(
         "no_human", "system", None, None, "make agents",
     )  # fmt: skip
     assert row.session_id == m.json()["session_id"] and row.reason == r.json()["error"]["message"]
+
+
+def test_the_summary_masks_what_it_shows_and_never_a_secret_keys_value() -> None:
+    """summary_of masks only the value it shows when that value's key names no
+    secret (domain/masking.is_secret_key): true of every key it picks."""
+    from mailui4agents.domain.masking import is_secret_key
+
+    assert not [key for key in audit._PREVIEW_KEYS if is_secret_key(key)]
+    cmd = f"curl -H 'Authorization: Bearer {SECRET}' https://x"
+    assert audit.summary_of("approval", None, {"command": cmd}, None) == (
+        "curl -H 'Authorization: ***' https://x"
+    )
+    got = audit.summary_of("approval", None, {"x": 1, "api_token": SECRET}, None)
+    assert got == '{"x":1,"api_token":"***"}'
+    long = audit.summary_of("approval", None, {"command": "a " * 500}, None)
+    assert long is not None and len(long) == audit.SUMMARY_CHARS and long.endswith("…")

@@ -110,10 +110,11 @@ def summary_of(kind: str, question: str | None, tool_input: Any, summary: str | 
     if kind == "question":
         return _clip(question or "")
     if isinstance(tool_input, dict):
-        masked = mask_secrets(tool_input)
-        assert isinstance(masked, dict)
+        # None of these keys is a secret's name (domain/masking.is_secret_key), so
+        # their text masked (in _clip) is what mask_secrets makes of it: the
+        # rest of the input is never masked for nothing.
         for key in _PREVIEW_KEYS:
-            value = masked.get(key)
+            value = tool_input.get(key)
             if isinstance(value, str) and value:
                 return _clip(value)
     if summary:
