@@ -367,7 +367,13 @@ async def page_of(
     reader = access.Reader(who)
     after = parse_cursor(cursor)
     decides = access.decides(who.name, AuditRow.session_id) if who.is_human else false()
-    stmt = select(AuditRow, decides).where(reader.may_read(AuditRow.session_id))
+    stmt = select(AuditRow, decides)
+    if not reader.sees_all:
+        # The sessions one may read as a set, each looked up in
+        # ix_audit_decisions_session_id_id: newest-first with the rule tested per
+        # row scanned the whole trail for a reader of a few sessions (bench in
+        # docs/audit.md).
+        stmt = stmt.where(AuditRow.session_id.in_(reader.readable_ids()))
     if filters.session_id is not None:
         stmt = stmt.where(AuditRow.session_id == filters.session_id)
     if filters.agent is not None:
