@@ -18,6 +18,7 @@ from mailui4agents.api import (
     agent_sessions,
     agents,
     attachments,
+    audit,
     auth,
     calendar,
     devices,
@@ -56,6 +57,7 @@ from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 from mailui4agents.web import (
+    audit_page,
     calendar_page,
     devices_page,
     email_links_page,
@@ -221,6 +223,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         app.include_router(module.router)
     app.include_router(agents.router)  # docs/api.md, "Who may set an agent to work"
     app.include_router(rules.router)  # docs/api.md, "Rules"
+    app.include_router(audit.router)  # docs/audit.md
     app.include_router(discovery.router)
     app.include_router(attachments.router)
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
@@ -240,6 +243,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(emails_page.router)
     app.include_router(email_links_page.router)  # docs/email.md, "One-click links"
     app.include_router(export_page.router)  # docs/email.md, "Export"
+    app.include_router(audit_page.router)  # docs/audit.md
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
     app.include_router(metrics.router)  # docs/metrics.md

@@ -34,6 +34,7 @@ from mailui4agents.domain.rules import Decision, model_reason
 from mailui4agents.events import log
 from mailui4agents.services import (
     access,
+    audit,
     delivery,
     email_request,
     notify_policy,
@@ -121,6 +122,7 @@ _INSERT_PERMISSION = {
 }
 
 
+@audit.audited  # every answer recorded in this transaction (services/audit.py)
 async def create_request(
     s: AsyncSession,
     agent: Principal,

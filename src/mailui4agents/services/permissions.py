@@ -24,7 +24,7 @@ from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.errors import Conflict, not_found
 from mailui4agents.domain.mail_types import MailType, Recipient
 from mailui4agents.domain.times import rfc3339
-from mailui4agents.services import access, delivery, push
+from mailui4agents.services import access, audit, delivery, push
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.session_summary import get_session
 from mailui4agents.wire.events import EventType
@@ -195,8 +195,17 @@ async def announce(
 
 
 async def _close(
-    s: AsyncSession, rows: list[PermissionRow], status: str, by: str, channel: str = "system"
+    s: AsyncSession,
+    rows: list[PermissionRow],
+    status: str,
+    by: str,
+    *,
+    channel: str = "system",
+    actor: tuple[str, str | None],
+    reason: str,
 ) -> int:
+    """Close `rows` that are still pending as `status`, each with its audit row
+    (`actor`: its kind and name, services/audit.py)."""
     closed = 0
     now = utcnow()
     # Nobody decided here: the gateway settled it, or the agent's terminal
@@ -219,6 +228,7 @@ async def _close(
         if not result.rowcount:  # type: ignore[attr-defined]
             continue  # decided meanwhile (another replica or a human)
         settled(row, **values)
+        await audit.record_settled(s, row, actor_kind=actor[0], actor=actor[1], reason=reason)
         session = await get_session(s, row.session_id)
         await announce(s, session, row, sender="system", sender_human=False)
         await push.queue_settled(s, row)
@@ -234,7 +244,8 @@ async def expire_due(s: AsyncSession, session_id: str | None = None) -> int:
     if session_id is not None:
         stmt = stmt.where(PermissionRow.session_id == session_id)
     rows = list((await s.scalars(stmt.limit(200))).all())
-    return await _close(s, rows, "expired", "system")
+    reason = "nobody decided before the request's deadline"
+    return await _close(s, rows, "expired", "system", actor=("timeout", None), reason=reason)
 
 
 async def any_due(s: AsyncSession) -> bool:
@@ -256,7 +267,8 @@ async def cancel_pending(s: AsyncSession, session_id: str, by: str) -> int:
             )
         ).all()
     )
-    return await _close(s, rows, "cancelled", by)
+    reason = "the session was archived"
+    return await _close(s, rows, "cancelled", by, actor=("person", by), reason=reason)
 
 
 #: How many pending requests one withdrawal may close (a terminal answers one
@@ -285,7 +297,15 @@ async def withdraw_answered(s: AsyncSession, agent: Principal, relay_key_prefix:
         ).all()
     )
     closed = rows
-    await _close(s, closed, "cancelled", agent.name, channel="terminal")
+    await _close(
+        s,
+        closed,
+        "cancelled",
+        agent.name,
+        channel="terminal",
+        actor=("terminal", agent.name),
+        reason="answered in the agent's terminal",
+    )
     return [row.id for row in closed if row.decided_channel == "terminal"]
 
 
