@@ -57,7 +57,7 @@ async def build_day(api: Api) -> dict[str, Any]:
         assert r.status_code == 200, r.text
 
     await decide("ana", (await ask(ana_sid, "make test")).json()["id"], decision="approve")
-    await decide("ana", (await ask(ana_sid, "rm -rf /")).json()["id"], decision="deny", note="no")
+    await decide("ana", (await ask(ana_sid, "rm -rf build")).json()["id"], decision="deny", note="no")
     await decide("bob", (await ask(bob_sid, "hugo build")).json()["id"], decision="approve")
     r = await api.http.patch(
         f"/api/v1/sessions/{ana_sid}", json={"permission_mode": "full"}, headers=api.auth("ana")
@@ -80,7 +80,7 @@ def outcomes(r: Any) -> list[tuple[str, str | None]]:
 async def test_who_sees_what(api: Api, day: dict[str, Any]) -> None:
     """Each reader sees the rows of the sessions they may read, newest first;
     the input's summary only where they decide; agents read none."""
-    ana = [("mode_allows", "make deploy"), ("denied", "rm -rf /"), ("approved", "make test")]
+    ana = [("mode_allows", "make deploy"), ("denied", "rm -rf build"), ("approved", "make test")]
     assert outcomes(await listed(api, "ana")) == ana
     assert outcomes(await listed(api, "bob")) == [("approved", "hugo build")]
     hidden = [(outcome, None) for outcome, _ in ana]

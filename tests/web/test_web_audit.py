@@ -38,7 +38,7 @@ async def test_each_reader_sees_the_rows_the_api_gives_them(
     async with browser(api, "ana") as ana:
         page = (await ana.get("/audit")).text
         assert rows(page) == ["mode_allows", "denied", "approved"]
-        assert "rm -rf /" in page and 'action="/audit"' in page
+        assert "rm -rf build" in page and 'action="/audit"' in page
         assert 'method="post"' not in page.split("<main", 1)[1]  # only the logout form is one
         denied = (await ana.get("/audit", params={"outcome": "denied"})).text
         assert rows(denied) == ["denied"]
@@ -48,7 +48,7 @@ async def test_each_reader_sees_the_rows_the_api_gives_them(
     async with browser(api, "carl") as carl:
         page = (await carl.get("/audit")).text
         assert rows(page) == ["mode_allows", "denied", "approved"]
-        assert "rm -rf /" not in page and "make test" not in page  # no input for a non-decider
+        assert "rm -rf build" not in page and "make test" not in page  # no input for a non-decider
     async with browser(api, "dan") as dan:
         page = (await dan.get("/audit")).text
         assert rows(page) == [] and "No decisions." in page
