@@ -57,7 +57,9 @@ async def build_day(api: Api) -> dict[str, Any]:
         assert r.status_code == 200, r.text
 
     await decide("ana", (await ask(ana_sid, "make test")).json()["id"], decision="approve")
-    await decide("ana", (await ask(ana_sid, "rm -rf build")).json()["id"], decision="deny", note="no")
+    await decide(
+        "ana", (await ask(ana_sid, "rm -rf build")).json()["id"], decision="deny", note="no"
+    )
     await decide("bob", (await ask(bob_sid, "hugo build")).json()["id"], decision="approve")
     r = await api.http.patch(
         f"/api/v1/sessions/{ana_sid}", json={"permission_mode": "full"}, headers=api.auth("ana")
