@@ -1,4 +1,4 @@
-"""Safe upgrades, from the old side (docs/operations.md, "Upgrades"): an older
+"""Safe upgrades, from the old side (docs/behaviour.md#operations, "Upgrades"): an older
 agentmail, installed from its own wheel, refuses a database that this one
 migrated, in one line naming both schema versions, and changes nothing in it.
 
