@@ -8,7 +8,8 @@
 # and Dovecot (Debian packages `dovecot-imapd`, `dovecot-lmtpd`), the IMAP mailboxes
 # and the LMTP delivery of the e-mail tests (tests/fakes/dovecot.py); and tmux
 # (Debian package `tmux`), the real terminal of the interactive agent tests
-# (tests/bridge/tmux.py).
+# (tests/bridge/tmux.py); and systemd (Debian package `systemd`), whose
+# `systemd-analyze verify` checks the units of tests/cli/test_install_service.py.
 # Under CI=true anything missing afterwards is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,6 +87,15 @@ if ! command -v tmux >/dev/null; then
   command -v tmux >/dev/null || { echo "tmux missing: apt-get install tmux" >&2; missing=1; }
 fi
 
+if ! command -v systemd-analyze >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing systemd (Debian package: systemd-analyze verify)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
+  fi
+  command -v systemd-analyze >/dev/null || { echo "systemd-analyze missing: apt-get install systemd" >&2; missing=1; }
+fi
+
 AXE=.cache/axe-core-$AXE_VERSION/node_modules/axe-core/axe.min.js
 if [ ! -f "$AXE" ]; then
   if command -v npm >/dev/null; then
@@ -103,7 +113,7 @@ if [ ! -f "$AXE" ]; then
 fi
 
 if [ "$missing" = 1 ] && [ "${CI:-}" = "true" ]; then
-  echo "CI=true: test dependencies missing (browser, PostgreSQL, Caddy or Dovecot)" >&2
+  echo "CI=true: test dependencies missing (browser, PostgreSQL, Caddy, Dovecot or systemd)" >&2
   exit 1
 fi
 exit 0

@@ -15,3 +15,14 @@ def missing(message: str) -> NoReturn:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def systemd_analyze() -> str:
+    """`systemd-analyze`, which checks the units `agentmail install-service` writes
+    (Debian package `systemd`; scripts/install-test-deps.sh)."""
+    import shutil
+
+    found = shutil.which("systemd-analyze")
+    if found is None:
+        missing("systemd-analyze missing: apt-get install systemd (scripts/install-test-deps.sh)")
+    return found

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
-from mailui4agents import __version__
+from mailui4agents import __version__, data_lock
 from mailui4agents.api import (
     admin,
     agent,
@@ -31,6 +31,7 @@ from mailui4agents.api import (
     permissions,
     push,
     push_actions,
+    rules,
     sessions,
 )
 from mailui4agents.api.body_guard import BodyGuard
@@ -60,6 +61,7 @@ from mailui4agents.web import (
     export_page,
     notify_page,
     pwa,
+    rules_page,
 )
 from mailui4agents.web import views as web_views
 
@@ -73,8 +75,17 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
     admin password, the generated one (to print once).
     """
     url = settings.resolved_database_url()
-    if settings.database_url is None:
-        private_dir(settings.data_dir)
+    private_dir(settings.data_dir)
+    # Held until the lifespan ends: `agentmail restore` refuses a data dir in use.
+    lock = data_lock.hold_shared(settings.data_dir)
+    try:
+        return await _start_gateway(settings, url, lock)
+    except BaseException:
+        data_lock.release(lock)
+        raise
+
+
+async def _start_gateway(settings: Settings, url: str, lock: int) -> tuple[Gateway, str | None]:
     if url.startswith(SQLITE_PREFIX) and ":memory:" not in url:
         private_file(Path(url[len(SQLITE_PREFIX) :]))  # before SQLite creates it 0644
     db = Database(url)
@@ -94,6 +105,7 @@ async def start_gateway(settings: Settings) -> tuple[Gateway, str | None]:
         hasher=hasher,
         logins=LoginGuard(settings),
         hash_slots=anyio.CapacityLimiter(settings.password_checks_at_once),
+        data_lock=lock,
     )
     gw.attach_hub()
     key = await push_keys.load_or_create(db, settings.data_dir)  # docs/remote.md, "Push"
@@ -171,6 +183,9 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
                 if gw.smtp_in is not None:
                     await gw.smtp_in.stop()
         await gw.db.dispose()
+        if gw.data_lock is not None:
+            data_lock.release(gw.data_lock)
+            gw.data_lock = None
 
     app = FastAPI(
         title="MailUI4Agents",
@@ -196,6 +211,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):
         app.include_router(module.router)
     app.include_router(agents.router)  # docs/api.md, "Who may set an agent to work"
+    app.include_router(rules.router)  # docs/api.md, "Rules"
     app.include_router(discovery.router)
     app.include_router(attachments.router)
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
@@ -209,6 +225,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(web_views.router)  # the web UI (docs/web.md)
     app.include_router(calendar_page.router)
     app.include_router(devices_page.router)  # docs/web.md, "Pairing a phone"
+    app.include_router(rules_page.router)  # docs/rules.md
     app.include_router(notify_page.router)
     app.include_router(email_page.router)  # docs/email.md, "Addresses"
     app.include_router(emails_page.router)

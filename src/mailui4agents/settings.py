@@ -39,6 +39,14 @@ class Settings(BaseModel):
     sse_batch: int = Field(
         default=500, ge=1, description="Most events read from the log in one query."
     )
+    event_retention_days: int = Field(
+        default=30,
+        ge=0,
+        le=3650,
+        description="Events older than this many days are compacted by the hourly sweep; "
+        "a stream that resumes from before that window gets `reset` (catch up from the "
+        "inbox), never a silent gap. 0 keeps every event.",
+    )
     sse_queue_max: int = Field(
         default=1000,
         ge=1,

@@ -54,6 +54,8 @@ class Gateway:
     # The TXT lookup DKIM keys are read with (services/email_dkim.py); None:
     # dkimpy's own, over DNS. Tests give a resolver stub.
     dkim_dns: Callable[..., bytes | None] | None = field(default=None)
+    # The fd of the data dir's shared lock (data_lock.py), released when the lifespan ends.
+    data_lock: int | None = field(default=None)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:

@@ -162,10 +162,11 @@ async def test_always_creates_a_grant_that_approves_the_next_match_without_mail(
     assert again["status"] == "approved" and again["grant_id"] == r.json()["grant_id"]
     assert len(await mailbox(api, "ana")) == before
     # Negative control: a command outside the pattern still asks.
-    other = (await ask(api, session, key="3", tool_input={"command": "rm -rf /"})).json()
+    # (Not `rm -rf /`: the built-in rules deny that at once, docs/rules.md.)
+    other = (await ask(api, session, key="3", tool_input={"command": "rm -rf build"})).json()
     assert other["status"] == "pending"
     chained = (
-        await ask(api, session, key="4", tool_input={"command": "npm test; rm -rf /"})
+        await ask(api, session, key="4", tool_input={"command": "npm test; rm -rf build"})
     ).json()
     assert chained["status"] == "pending"
     # Revoking the grant makes the same command ask again.
@@ -195,7 +196,7 @@ async def test_always_without_a_pattern_allows_the_approved_command_only(
     assert len(await mailbox(api, "ana")) == before  # no human was asked
     for key, command in [
         ("3", "rm -rf build"),
-        ("4", "npm test; rm -rf /"),
+        ("4", "npm test; rm -rf build"),
         ("5", "npm test --watch"),
     ]:
         other = (await ask(api, session, key=key, tool_input={"command": command})).json()

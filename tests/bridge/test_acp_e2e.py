@@ -105,3 +105,26 @@ async def test_a_bad_key_mails_the_human_what_to_do(
     sent = await human.send(f"{agent.name}@{agent.workspace}.new", "hello", mode="full")
     reply = await human.wait_reply(sent["session_id"], sent["id"], TURN_S)
     assert reply["type"] == "failure" and "not logged in" in reply["body"], reply["body"]
+
+
+async def test_a_deny_rule_refuses_in_full_mode_and_the_model_is_told_its_id(
+    human: Human, agent: Agent, opencode_bin: Path, model: ChatServer
+) -> None:
+    """docs/rules.md: a deny rule wins over full mode, through the bridge's gate."""
+    start(agent, opencode_bin, model)
+    work = agent.workspace / "ruled"
+    work.mkdir()
+    admin = {"Authorization": f"Bearer {human.admin_token}"}  # admins own every workspace
+    rule = {"effect": "deny", "tool_name": "execute", "scope": "workspace",
+            "workspace": str(work), "reason": "no markers in this folder"}  # fmt: skip
+    r = await human.http.post("/api/v1/rules", json=rule, headers=admin)
+    assert r.status_code == 201, r.text
+    rule_id = r.json()["id"]
+    sent = await human.send(f"{agent.name}@{work}.new", "create the marker", mode="full")
+    reply = await human.wait_reply(sent["session_id"], sent["id"], TURN_S)
+    assert reply["type"] == "relay"
+    assert not (work / "marker.txt").exists()
+    told = model.told()
+    assert f"denied by rule {rule_id}: no markers in this folder" in told, told
+    [request] = await human.all_permissions(sent["session_id"])
+    assert request["decided_by"] == f"rule:{rule_id}"

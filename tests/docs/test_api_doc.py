@@ -379,6 +379,35 @@ def test_every_documented_environment_variable_exists() -> None:
     assert not stale, "docs/api.md names variables the code does not use:\n  " + "\n  ".join(stale)
 
 
+@functools.cache
+def _test_side_text() -> str:
+    root = API_MD.parents[1]
+    files = [*(root / "tests").rglob("*.py"), *(root / "scripts").iterdir(), root / "Makefile"]
+    return "\n".join(f.read_text(encoding="utf-8") for f in files if f.is_file())
+
+
+DOCUMENTS = sorted(
+    [*(API_MD.parents[1] / "docs").rglob("*.md"), *(API_MD.parents[1] / n for n in PROSE_DOCS[:2])]
+)
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
+def test_environment_variables_named_in_any_document_exist(path: Path) -> None:
+    """docs/behaviour.md and the others name variables in prose; each is read by the
+    code (a string or keyword in src/, or AGENTMAIL_<FIELD> of Settings), or by the
+    test suite and its scripts (`AGENTMAIL_TEST_TIER`)."""
+    in_src = env_names_in_src()
+    text = path.read_text(encoding="utf-8")
+    stale = [
+        f"{path.name}:{line_of(text, m.start())}: {m.group(0)} is read nowhere"
+        for m in re.finditer(r"AGENTMAIL_[A-Z0-9_]*[A-Z0-9]", text)
+        if m.group(0) not in in_src
+        and m.group(0) not in strings_in_src()
+        and m.group(0) not in _test_side_text()
+    ]
+    assert not stale, "\n  ".join(["variables the code does not read:", *stale])
+
+
 # --- settings -------------------------------------------------------------------------
 
 
@@ -460,15 +489,16 @@ def _wire_names(served_app: FastAPI) -> set[str]:
 SETTING_LIKE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*_(s|bytes|chars|days|kib|max|public|cost)")
 
 
-def test_settings_named_in_api_md_prose_exist(tmp_path: Path) -> None:
-    text = _doc()
+@pytest.mark.parametrize("name", ["docs/api.md", "docs/behaviour.md", "docs/limits.md"])
+def test_settings_named_in_prose_exist(name: str, tmp_path: Path) -> None:
+    text = (API_MD.parents[1] / name).read_text(encoding="utf-8")
     wire = _wire_names(create_app(Settings(data_dir=tmp_path)))
     stale = [
-        f"docs/api.md:{line_of(text, m.start())}: `{m.group(1)}` is no setting (Settings) "
+        f"{name}:{line_of(text, m.start())}: `{m.group(1)}` is no setting (Settings) "
         "and no wire field"
         for m in re.finditer(r"`([a-z0-9_]+)`", text)
         if SETTING_LIKE.fullmatch(m.group(1))
         and m.group(1) not in Settings.model_fields
         and m.group(1) not in wire
     ]
-    assert not stale, "\n  ".join(["docs/api.md names settings that do not exist:", *stale])
+    assert not stale, "\n  ".join([f"{name} names settings that do not exist:", *stale])

@@ -3,7 +3,9 @@ PreToolUse JSON, a real gateway, and a scripted human deciding over HTTP."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -113,6 +115,89 @@ async def test_full_mode_allows_explicitly(world: World, human: Human) -> None:
     decision, reason = verdict(run)
     assert decision == "allow" and "full mode" in reason
     assert await human.permissions(session) == []
+
+
+async def test_a_deny_rule_refuses_in_full_mode_and_the_model_is_told_which(
+    world: World, human: Human
+) -> None:
+    """docs/rules.md: a deny rule wins over full mode; the reason names the rule."""
+    session = await human.new_session("full")
+    r = await human.http.post(
+        "/api/v1/rules",
+        json={
+            "effect": "deny",
+            "tool_name": "Bash",
+            "pattern": "npm test",
+            "scope": "session",
+            "session_id": session,
+            "reason": "tests run in CI only",
+        },
+        headers=human.auth("ana"),
+    )
+    assert r.status_code == 201, r.text
+    rule_id = r.json()["id"]
+    run = await world.hook(CC, claude_input(), AGENTMAIL_SESSION_ID=session)
+    decision, reason = verdict(run)
+    assert decision == "deny"
+    assert reason == f"denied by rule {rule_id}: tests run in CI only"
+    [request] = await human.permissions(session)
+    assert request["decided_by"] == f"rule:{rule_id}" and request["mail_id"] is None
+    # Negative control: another command in the same session is allowed by full mode.
+    other = claude_input(tool_input={"command": "make"})
+    assert verdict(await world.hook(CC, other, AGENTMAIL_SESSION_ID=session))[0] == "allow"
+
+
+async def test_an_allow_rule_allows_without_asking_anyone(world: World, human: Human) -> None:
+    session = await human.new_session()
+    r = await human.http.post(
+        "/api/v1/rules",
+        json={
+            "effect": "allow",
+            "tool_name": "Bash",
+            "pattern": "npm",
+            "scope": "session",
+            "session_id": session,
+        },
+        headers=human.auth("ana"),
+    )
+    run = await world.hook(CC, claude_input(), AGENTMAIL_SESSION_ID=session)
+    assert verdict(run) == ("allow", f"approved by rule {r.json()['id']}")
+    assert not [m for m in await human.mails(session) if m["type"] == "permission_request"]
+
+
+async def test_a_rule_file_the_agent_writes_counts_only_once_accepted_and_unchanged(
+    world: World, human: Human, tmp_path: Path
+) -> None:
+    """docs/rules.md, "The rule file": the hook sends the hash of the file it reads;
+    the gateway applies the file's allow rules only while that is the accepted one."""
+    session = await human.new_session()
+    rules_file = tmp_path / ".agentmail" / "rules.toml"
+    rules_file.parent.mkdir()
+    # The agent writes itself an allow rule.
+    rules_file.write_text('[[rule]]\neffect = "allow"\ntool = "Bash"\npattern = "echo file-rule"\n')
+    call = claude_input(tool_input={"command": "echo file-rule ok"}, cwd=str(tmp_path))
+    run, request = await ask_and_decide(world, human, session, call, "deny")
+    assert verdict(run)[0] == "deny" and request["status"] == "pending"  # asked: ignored
+
+    async def accept(content: str) -> str:
+        body = {"workspace": "/srv/shop", "content": content,
+                "sha256": hashlib.sha256(content.encode()).hexdigest()}  # fmt: skip
+        r = await human.http.post("/api/v1/rules/files", json=body, headers=human.auth("ana"))
+        assert r.status_code == 201, r.text
+        return str(r.json()["rules"][0]["id"]) if r.json()["rules"] else ""
+
+    rule_id = await accept(rules_file.read_text())
+    try:
+        call = claude_input(tool_input={"command": "echo file-rule ok"}, cwd=str(tmp_path))
+        run = await world.hook(CC, call, AGENTMAIL_SESSION_ID=session)
+        assert verdict(run) == ("allow", f"approved by rule {rule_id}")
+        # The agent changes the accepted file: asked again.
+        rules_file.write_text(rules_file.read_text() + "# and more\n")
+        call = claude_input(tool_input={"command": "echo file-rule ok"}, cwd=str(tmp_path))
+        run, request = await ask_and_decide(world, human, session, call, "deny")
+        assert verdict(run)[0] == "deny" and request["status"] == "pending"
+    finally:
+        await accept("")  # the shared gateway's /srv/shop has no file rules again
 
 
 async def test_a_session_without_a_human_denies(world: World, human: Human) -> None:

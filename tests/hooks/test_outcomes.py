@@ -120,3 +120,14 @@ def test_only_this_requests_decision_counts() -> None:
     assert is_own_decision({"relay_key": "k1"}, "r1", "k1")
     assert not is_own_decision({"relay_key": "k2"}, "r1", "k1")
     assert not is_own_decision({}, "r1", "k1")
+
+
+def test_a_rules_decision_tells_the_model_the_rule_and_its_reason() -> None:
+    """docs/rules.md: the gateway writes the rule's reason, naming the rule, as the note."""
+    note = "denied by rule r-1: pushes go through review"
+    denied = from_decision(data("deny", note, by="rule:r-1", via={"channel": "rule"}), timeout_s=5)
+    assert (denied.verdict, denied.reason) == ("deny", note)
+    allowed = from_decision(data("approve", None, by="rule:r-2"), timeout_s=5)
+    assert (allowed.verdict, allowed.reason) == ("allow", "approved by rule r-2")
+    # A rule never turns anything but an explicit approval into an allow.
+    assert from_decision(data("expired", None, by="rule:r-2"), timeout_s=5).verdict == "deny"

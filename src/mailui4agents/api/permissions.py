@@ -58,6 +58,7 @@ async def create_permission(
             options=options,
             multi_select=body.multi_select,
             timeout_s=body.timeout_s,
+            rules_file_sha256=body.rules_file_sha256,
         )
     return answer_request(result, response)
 

@@ -135,6 +135,9 @@ class PermissionCreate(StrictBody):
     options: list[OptionIn] | None = None
     multi_select: bool = False
     timeout_s: int | None = Field(default=None, ge=1, le=86400)
+    # The SHA-256 of the workspace's .agentmail/rules.toml as the hook read it
+    # now (docs/rules.md, "The rule file"); absent: no file or an older hook.
+    rules_file_sha256: str | None = Field(default=None, pattern="^[0-9a-f]{64}$")
 
 
 class WithdrawIn(StrictBody):

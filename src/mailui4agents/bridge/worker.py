@@ -36,6 +36,7 @@ from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.bridge.turn import Job, TurnHandler, TurnSettings
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig
+from mailui4agents.client.stream import RESET
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,13 @@ class Bridge:
     async def _events(self, client: AsyncClient, connected: anyio.Event) -> None:
         async with aclosing(client.events(on_connect=connected.set)) as events:
             async for event in events:
+                if event.type == RESET:
+                    # Events may be gone (a compacted log, a restored backup): the
+                    # inbox has every unread mail (docs/behaviour.md#live-events-sse).
+                    logger.warning("event stream reset (%s): catching up from the inbox",
+                                   event.data.get("reason"))  # fmt: skip
+                    await self._catch_up(client)
+                    continue
                 if event.type != "new_mail":
                     continue
                 data = event.new_mail()

@@ -51,6 +51,7 @@ COMMANDS = {
     "grants": "mailui4agents.cli.approvals:grants",
     "revoke": "mailui4agents.cli.approvals:revoke",
     "deciders": "mailui4agents.cli.approvals:deciders",
+    "rules": "mailui4agents.cli.rules:rules",
     "hook": "mailui4agents.cli.hook:hook",
     "install-hook": "mailui4agents.cli.install_cmd:install_hook",
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",
@@ -61,6 +62,10 @@ COMMANDS = {
     "export": "mailui4agents.cli.export:export",
     "db": "mailui4agents.cli.db:db",
     "doctor": "mailui4agents.cli.doctor:doctor",
+    "backup": "mailui4agents.cli.backup:backup",
+    "restore": "mailui4agents.cli.backup:restore",
+    "install-service": "mailui4agents.cli.service:install_service",
+    "service-failed": "mailui4agents.cli.service:service_failed",
 }
 
 

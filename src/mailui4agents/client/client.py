@@ -44,6 +44,7 @@ from mailui4agents.wire.models import (
     UserCreated,
     UserOut,
 )
+from mailui4agents.wire.rules import RuleFileOut, RuleOut
 
 #: Where a decision came from, when not the API itself (api/permissions.py).
 CHANNEL_HEADER = "X-Agentmail-Channel"
@@ -432,6 +433,31 @@ class AsyncClient(Transport):
     async def revoke_grant(self, grant_id: str) -> GrantOut:
         """Human: revoke a standing grant."""
         return GrantOut.model_validate(await self._call("DELETE", f"/grants/{seg(grant_id)}"))
+
+    # -- rules (docs/rules.md) ------------------------------------------------------------
+
+    async def rules(
+        self, session_id: str | None = None, workspace: str | None = None
+    ) -> list[RuleOut]:
+        """Human: the rules the person may see, built-in ones first (unfiltered)."""
+        params = without_none(session_id=session_id, workspace=workspace)
+        return Page[RuleOut].model_validate(await self._call("GET", "/rules", params=params)).items
+
+    async def add_rule(self, **body: Any) -> RuleOut:
+        """Human: add a rule (effect, tool_name, pattern, scope, session_id, workspace, reason)."""
+        return RuleOut.model_validate(await self._call("POST", "/rules", json=without_none(**body)))
+
+    async def remove_rule(self, rule_id: str) -> RuleOut:
+        return RuleOut.model_validate(await self._call("DELETE", f"/rules/{seg(rule_id)}"))
+
+    async def switch_rule(self, rule_id: str, enabled: bool) -> RuleOut:
+        data = await self._call("PATCH", f"/rules/{seg(rule_id)}", json={"enabled": enabled})
+        return RuleOut.model_validate(data)
+
+    async def accept_rule_file(self, workspace: str, content: str, sha256: str) -> RuleFileOut:
+        """Human: accept exactly this content of the workspace's rule file."""
+        body = {"workspace": workspace, "content": content, "sha256": sha256}
+        return RuleFileOut.model_validate(await self._call("POST", "/rules/files", json=body))
 
     # -- discovery: forward, participants, contacts, suggestions, search ------------------
 

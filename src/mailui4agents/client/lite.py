@@ -272,12 +272,13 @@ class Gateway:
         tool_input: JsonObject | None = None,
         summary: str | None = None,
         timeout_s: int | None = None,
+        rules_file_sha256: str | None = None,
     ) -> JsonObject:
         """``POST /agent/permissions``, the body AsyncClient.request_permission sends."""
         values = {
             "session_id": session_id, "kind": kind, "relay_key": relay_key,
             "tool_name": tool_name, "tool_input": tool_input, "summary": summary,
-            "timeout_s": timeout_s,
+            "timeout_s": timeout_s, "rules_file_sha256": rules_file_sha256,
         }  # fmt: skip
         body = {name: value for name, value in values.items() if value is not None}
         return self.call_object("POST", "/agent/permissions", body, until=until)

@@ -1,13 +1,20 @@
 """The durable event log. Events are rows written in the same transaction as the
-change they announce, so an event exists if and only if its change committed."""
+change they announce, so an event exists if and only if its change committed.
+
+Retention (docs/behaviour.md#live-events-sse): events older than
+`event_retention_days` are compacted. The newest compacted row is kept as the
+*floor* marker (principal `COMPACTED`, which no principal is spelt as): a stream
+that resumes from below it may have missed events and is told so with `reset`.
+The log's newest row is never compacted: SQLite would hand its id out again."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import cast
 
 from pydantic import BaseModel
-from sqlalchemy import Table, func, insert, select, text
+from sqlalchemy import Table, delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import EventRow
@@ -108,3 +115,57 @@ async def after_all(s: AsyncSession, after: int, limit: int) -> list[LiveEvent]:
         .limit(limit)
     )
     return [LiveEvent.of(int(r.id), r.principal, r.type, r.data) for r in rows]
+
+
+COMPACTED = "~compacted"
+COMPACT_BATCH = 5000  # rows read per step of the walk
+COMPACT_MOST = 50_000  # rows one compaction deletes: one transaction holds the writer briefly
+
+
+async def floor(s: AsyncSession) -> int:
+    """The newest compacted event id (0 when nothing was): a stream that resumes
+    from below it may have missed events. One look-up on the principal index."""
+    found = await s.scalar(select(func.max(EventRow.id)).where(EventRow.principal == COMPACTED))
+    return int(found or 0)
+
+
+async def compaction_point(s: AsyncSession, before: datetime) -> int:
+    """The newest event id created before `before`, never the log's newest row, at
+    most COMPACT_MOST rows above the floor (0: nothing to compact). Ids grow with
+    time (appends are serialised), so it is found by walking up from the floor,
+    not by a scan of the whole log; a longer backlog takes several compactions."""
+    newest = await last_id(s)
+    point, after = 0, await floor(s)
+    start = after
+    while after - start < COMPACT_MOST:
+        rows = (
+            await s.execute(
+                select(EventRow.id, EventRow.created_at)
+                .where(EventRow.id > after, EventRow.id < newest)
+                .order_by(EventRow.id)
+                .limit(COMPACT_BATCH)
+            )
+        ).all()
+        for event_id, created_at in rows:
+            if created_at >= before:
+                return point
+            point = int(event_id)
+        if len(rows) < COMPACT_BATCH:
+            return point
+        after = int(rows[-1][0])
+    return point
+
+
+async def compact(s: AsyncSession, through: int) -> int:
+    """Delete the events below `through` and make `through` the floor marker; the
+    number of rows deleted. A no-op when `through` is not above the floor."""
+    old = await floor(s)
+    if through <= old:
+        return 0
+    gone = await s.execute(delete(EventRow).where(EventRow.id < through))
+    await s.execute(
+        update(EventRow)
+        .where(EventRow.id == through)
+        .values(principal=COMPACTED, type="compacted", data={})
+    )
+    return int(getattr(gone, "rowcount", 0) or 0)

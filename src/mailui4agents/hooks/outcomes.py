@@ -16,6 +16,8 @@ from mailui4agents.domain.policy import outcome_allows
 from mailui4agents.hooks.types import HookDecision, allow, ask, deny
 
 GRANT_PREFIX = "grant:"
+#: `decided_by` of a request a rule decided (docs/rules.md); its note names the rule.
+RULE_PREFIX = "rule:"
 #: How a deny for a request the gateway would not take begins (hooks/race.py
 #: leaves those to the terminal's dialog).
 REFUSED = "the gateway refused the request"
@@ -31,6 +33,10 @@ def from_decision(closed: Decision, *, timeout_s: float) -> HookDecision:
     where = via_text(via.channel, via.device) if via is not None else ""
     note = closed.note if closed.note is not None and closed.note.strip() else None
     suffix = f": {note}" if note else ""
+    if who.startswith(RULE_PREFIX) and decision in ("approve", "deny"):
+        verb = "approved" if outcome_allows(decision) else "denied"
+        text = note or f"{verb} by rule {who.removeprefix(RULE_PREFIX)}"
+        return allow(text, note) if outcome_allows(decision) else deny(text, note)
     if outcome_allows(decision):
         if who.startswith(GRANT_PREFIX):
             return allow(f"approved by a standing grant ({who}){suffix}", note)

@@ -11,12 +11,31 @@ and while the hook waits it tells a bridge it is parked (hooks/parking.py).
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 from mailui4agents.client import asking, lite
 from mailui4agents.hooks.outcomes import duplicate, from_decision, from_error
 from mailui4agents.hooks.parking import parked
 from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall, deny
 
 __all__ = ["ask_human"]
+
+
+RULES_FILE = os.path.join(".agentmail", "rules.toml")
+RULES_FILE_MAX = 64 * 1024  # domain/rules_file.MAX_FILE_BYTES; not imported: the hook stays light
+
+
+def rules_file_sha256(cwd: str) -> str | None:
+    """The SHA-256 of the workspace's `.agentmail/rules.toml` as it is now, or
+    None without one (docs/rules.md, "The rule file"): the gateway applies the
+    allow rules of the content a person accepted only while this is its hash."""
+    try:
+        with open(os.path.join(cwd, RULES_FILE), "rb") as f:
+            data = f.read(RULES_FILE_MAX + 1)
+    except OSError:
+        return None
+    return hashlib.sha256(data).hexdigest()
 
 
 def ask_human(
@@ -29,6 +48,7 @@ def ask_human(
     deadline: float,
 ) -> HookDecision:
     """Post the request for ``call`` and wait until ``deadline`` (lite.clock)."""
+    file_hash = rules_file_sha256(call.cwd)
 
     def post(seconds_left: float) -> dict[str, object]:
         return gateway.request_permission(
@@ -42,6 +62,7 @@ def ask_human(
             # Rounded down: the gateway expires the request before this hook gives
             # up, so a human cannot approve a request nobody waits for any more.
             timeout_s=max(1, int(seconds_left)),
+            rules_file_sha256=file_hash,
         )
 
     mail_driven = settings.mail_driven

@@ -105,13 +105,23 @@ class EventStream(Response):
 
     async def _frames(self, sub: Subscription) -> AsyncIterator[bytes]:
         gw, settings = self._gw, self._gw.settings
-        head = await self._head_and_until(sub)
+        head, floor = await self._head_and_until(sub)
         after = self._after
         reset: ResetEvent | None = None
         if after is None:
             after = head  # a fresh connection starts at "now"; clients catch up via the inbox
         elif after > head:
-            reset = ResetEvent(reason="ahead_of_log", last_event_id=after, head=head)
+            reset = ResetEvent(
+                reason="ahead_of_log", last_event_id=after, head=head, message=AHEAD_OF_LOG
+            )
+            after = head
+        elif after < floor:
+            # Events between the client's id and the floor were compacted: resuming
+            # would skip them in silence (docs/behaviour.md#live-events-sse).
+            reset = ResetEvent(
+                reason="replay_window_exceeded", last_event_id=after, head=head,
+                message=WINDOW_EXCEEDED,
+            )  # fmt: skip
             after = head
         # The hub hands this stream every row above `covered`: a stream starting
         # there or later needs no replay of the log (a fresh one never does).
@@ -162,7 +172,8 @@ class EventStream(Response):
             if not (sub.rows or sub.reread or sub.recheck or sub.ping or sub.closed):
                 await sub.wake.wait()  # no timer per stream: the hub's clock wakes it
 
-    async def _head_and_until(self, sub: Subscription) -> int:
+    async def _head_and_until(self, sub: Subscription) -> tuple[int, int]:
+        """The log's head and, for a stream that resumes, its compacted floor."""
         # Not inline in _frames: a held stream's frame would keep the closed session.
         async with self._gw.read() as s:
             if isinstance(self._until, _Unknown):
@@ -170,7 +181,12 @@ class EventStream(Response):
                 sub.until = None if found is None else found[1]
             else:
                 sub.until = self._until
-            return await log.last_id(s)
+            head = await log.last_id(s)
+            return head, (0 if self._after is None else await log.floor(s))
+
+
+AHEAD_OF_LOG = "the position is ahead of the log (a restored backup?): catch up from the inbox"
+WINDOW_EXCEEDED = "replay window exceeded: catch up from the inbox"
 
 
 async def _since(gw: Gateway, principal: str, after: int) -> list[EventRow]:

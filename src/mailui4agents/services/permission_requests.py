@@ -3,7 +3,10 @@ docs/behaviour.md#questions): one query reads all it needs, one statement writes
 
 Fails closed: not a member → the session does not exist; no decider → refused; an
 approval in full mode is refused (`mode_allows`), in plan mode too (`mode_forbids`).
-A standing grant that matches approves at once, without a mail.
+Before the mode, rules decide (docs/rules.md, services/rules.py): a deny rule
+denies at once in every mode, an ask rule sends it to a human whatever would
+allow it; a standing grant or an allow rule that matches approves at once,
+without a mail.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from mailui4agents.db.base import new_id
 from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import Conflict, Missing, invalid_value, not_found
-from mailui4agents.domain.grants import GrantRule, grant_matches
+from mailui4agents.domain.grants import GrantRule
 from mailui4agents.domain.mail_types import MailType, Recipient
 from mailui4agents.domain.masking import mask_secrets, mask_text
-from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.domain.results import Duplicate, Opened
+from mailui4agents.domain.rules import Decision, model_reason
 from mailui4agents.events import log
 from mailui4agents.services import (
     access,
@@ -34,6 +37,7 @@ from mailui4agents.services import (
     notify_policy,
     permissions,
     push,
+    rules,
     size_limits,
 )
 from mailui4agents.services.principals import Principal, principal_key
@@ -96,6 +100,7 @@ _ASKING = access.with_deciders(
         )
         .scalar_subquery(),
         _GRANTS.with_only_columns(GrantRow.id).exists(),
+        rules.HAS_RULES,  # docs/rules.md: the rules are read only when one may apply
         SessionDeciderRow.name,
         push.has_push_subscription(SessionDeciderRow.name),
     ).where(SessionRow.id == bindparam("b_session")),
@@ -128,6 +133,7 @@ async def create_request(
     options: list[JsonObject] | None,
     multi_select: bool,
     timeout_s: int | None,
+    rules_file_sha256: str | None = None,
 ) -> Opened | Duplicate:
     """Open a request: Opened (its PermissionOut), or Duplicate when this agent
     used `relay_key` before (nothing is written then)."""
@@ -149,6 +155,7 @@ async def create_request(
     if not found:
         raise not_found(f"session '{session_id}'")
     session, member, dup, granted = found[0][0], bool(found[0][1]), found[0][2], found[0][3]
+    has_rules = bool(found[0][4])
     if not member:
         raise not_found(f"session '{session_id}'")
     # Relay keys belong to one agent: another agent's key neither collides with
@@ -159,13 +166,30 @@ async def create_request(
     if session.status != "active":
         raise _conflict("archived", f"session '{session.alias}' is archived")
 
-    mode = mode_for_deciding(session.permission_mode)
-    if kind == "approval" and mode == "full":
-        raise _conflict("mode_allows", "the session is in full mode", permission_mode="full")
-    if kind == "approval" and mode == "plan":
-        raise _conflict(
-            "mode_forbids", "the session is in plan mode (read-only)", permission_mode="plan"
+    # Rules before the human (docs/rules.md): deny rules, plan, ask rules, grants
+    # and allow rules, full mode, in that order (domain/rules.decide).
+    verdict: Decision | None = None
+    if kind == "approval" and tool_name is not None:
+        grants = await _grants(s, session.id, tool_name) if granted else []
+        deciders = [name for *_, name, _push in found if name is not None]
+        verdict = await rules.decision(
+            s,
+            session,
+            tool_name,
+            tool_input or {},
+            deciders=deciders,
+            has_rules=has_rules,
+            grants=grants,
+            file_sha256=rules_file_sha256,
         )
+        # A step that allows in place of a person (a proven sandbox) belongs here,
+        # for verdict.outcome == "human" without an ask rule (verdict.rule is None).
+        if verdict.outcome == "mode_allows":
+            raise _conflict("mode_allows", "the session is in full mode", permission_mode="full")
+        if verdict.outcome == "mode_forbids":
+            raise _conflict(
+                "mode_forbids", "the session is in plan mode (read-only)", permission_mode="plan"
+            )
 
     now = utcnow()
     # A plain object, never added to the ORM session: written by _insert's one
@@ -193,18 +217,22 @@ async def create_request(
         grant_id=None,
         created_at=now,
     )
-    if kind == "approval" and tool_name is not None and granted:
-        grant = await _matching_grant(s, session.id, tool_name, tool_input or {})
-        if grant is not None:
-            row.status, row.decision = "approved", "approve"
-            row.decided_by, row.decided_at, row.grant_id = f"grant:{grant}", now, grant
-            row.decided_channel = "grant"
-            if not await _insert(s, row):
-                return await _duplicate(s, agent.name, relay_key)
-            await log.append(
-                s, [agent.key], EventType.PERMISSION_DECISION, permissions.decision_event(row)
-            )
-            return Opened(permissions.permission_out(row, session))
+    if verdict is not None and verdict.outcome in ("allow", "deny"):
+        # Decided at once, by a grant or a rule: the row is written decided.
+        assert verdict.by is not None
+        allows = verdict.outcome == "allow"
+        row.status, row.decision = ("approved", "approve") if allows else ("denied", "deny")
+        row.decided_by, row.decided_at = verdict.by, now
+        if verdict.by.startswith("grant:"):
+            row.grant_id, row.decided_channel = verdict.by.removeprefix("grant:"), "grant"
+        else:
+            row.decided_channel, row.note = "rule", model_reason(verdict)
+        if not await _insert(s, row):
+            return await _duplicate(s, agent.name, relay_key)
+        await log.append(
+            s, [agent.key], EventType.PERMISSION_DECISION, permissions.decision_event(row)
+        )
+        return Opened(permissions.permission_out(row, session))
 
     # Asked of the session's deciders only: a human the agent cc'd in is not one.
     humans = [name for *_, name, _push in found if name is not None]
@@ -279,12 +307,7 @@ def _validate_shape(
         raise invalid_value("multi_select", "multi_select needs options")
 
 
-async def _matching_grant(
-    s: AsyncSession, session_id: str, tool_name: str, tool_input: JsonObject
-) -> str | None:
-    """The id of a standing grant of the session that allows this call, if any."""
-    grants = await s.execute(_GRANTS, {"b_session": session_id, "b_tool": tool_name})
-    for grant_id, grant_tool, pattern, scope in grants:
-        if grant_matches(GrantRule(grant_tool, pattern, scope), tool_name, tool_input):
-            return str(grant_id)
-    return None
+async def _grants(s: AsyncSession, session_id: str, tool_name: str) -> list[tuple[str, GrantRule]]:
+    """The session's standing grants for the tool, as (id, rule)."""
+    rows = await s.execute(_GRANTS, {"b_session": session_id, "b_tool": tool_name})
+    return [(str(gid), GrantRule(tool, pattern, scope)) for gid, tool, pattern, scope in rows]

@@ -21,6 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.types import utcnow
+from mailui4agents.events import log as event_log
 from mailui4agents.services import (
     blobs,
     calendar_due,
@@ -53,7 +54,11 @@ JOB_LOCKS = {
     "calendar": 0x6A6F6203,
     "notify": 0x6A6F6204,
     "digest": 0x6A6F6205,
+    "compact": 0x6A6F6206,
 }
+# Compactions one sweep runs at most (each deletes up to log.COMPACT_MOST events in
+# its own transaction); a longer backlog is worked off by the next sweeps.
+COMPACTIONS_PER_SWEEP = 20
 
 
 async def run_once(s: AsyncSession, job: str) -> bool:
@@ -177,6 +182,26 @@ async def sweep_blobs(gw: Gateway, now: datetime | None = None) -> blobs.SweepRe
     return result
 
 
+async def compact_events(gw: Gateway, now: datetime | None = None) -> int:
+    """Compact events older than `event_retention_days` (docs/behaviour.md#live-events-sse);
+    how many were deleted. Reads first, so there is no write when nothing is due."""
+    days = gw.settings.event_retention_days
+    if days == 0:
+        return 0
+    before = (now or utcnow()) - timedelta(days=days)
+    deleted = 0
+    for _ in range(COMPACTIONS_PER_SWEEP):
+        async with gw.read() as s:
+            point = await event_log.compaction_point(s, before)
+        if point == 0:
+            break
+        async with gw.write() as s:
+            if not await run_once(s, "compact"):
+                break
+            deleted += await event_log.compact(s, point)
+    return deleted
+
+
 async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
     """Run until `stop` is set; a failed pass is logged and retried on the next tick.
 
@@ -210,6 +235,10 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
                 await sweep_blobs(gw, clock())
             except Exception:  # the next sweep retries
                 log.exception("blob sweep failed")
+            try:
+                await compact_events(gw, clock())
+            except Exception:  # the next sweep retries
+                log.exception("event compaction failed")
             try:  # pushes sent or failed a day ago (their requests' deliveries stay)
                 async with gw.write() as s:
                     await push_send.sweep(s, clock())

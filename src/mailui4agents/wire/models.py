@@ -492,11 +492,14 @@ class PermissionDecisionEvent(Lenient):
 
 
 class ResetEvent(Lenient):
-    """Data of `reset`: the client's Last-Event-ID was ahead of the log."""
+    """Data of `reset`: the client's Last-Event-ID was ahead of the log
+    (`ahead_of_log`: a restored backup) or below its compacted floor
+    (`replay_window_exceeded`); either way, catch up from the inbox."""
 
     reason: str
     last_event_id: int
     head: int
+    message: str
 
 
 class EventFrame(Lenient):
