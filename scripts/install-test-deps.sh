@@ -9,7 +9,9 @@
 # and the LMTP delivery of the e-mail tests (tests/fakes/dovecot.py); and tmux
 # (Debian package `tmux`), the real terminal of the interactive agent tests
 # (tests/bridge/tmux.py); and systemd (Debian package `systemd`), whose
-# `systemd-analyze verify` checks the units of tests/cli/test_install_service.py.
+# `systemd-analyze verify` checks the units of tests/cli/test_install_service.py;
+# and bubblewrap (Debian package `bubblewrap`), the
+# sandbox of bridge turns (docs/sandbox.md, tests/bridge/test_sandbox_e2e.py).
 # Under CI=true anything missing afterwards is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,6 +98,15 @@ if ! command -v systemd-analyze >/dev/null; then
   command -v systemd-analyze >/dev/null || { echo "systemd-analyze missing: apt-get install systemd" >&2; missing=1; }
 fi
 
+if ! command -v bwrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing bubblewrap (Debian package)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  fi
+  command -v bwrap >/dev/null || { echo "bubblewrap missing: apt-get install bubblewrap" >&2; missing=1; }
+fi
+
 AXE=.cache/axe-core-$AXE_VERSION/node_modules/axe-core/axe.min.js
 if [ ! -f "$AXE" ]; then
   if command -v npm >/dev/null; then
@@ -113,7 +124,7 @@ if [ ! -f "$AXE" ]; then
 fi
 
 if [ "$missing" = 1 ] && [ "${CI:-}" = "true" ]; then
-  echo "CI=true: test dependencies missing (browser, PostgreSQL, Caddy, Dovecot or systemd)" >&2
+  echo "CI=true: test dependencies missing (browser, PostgreSQL, Caddy, Dovecot, tmux, systemd or bubblewrap)" >&2
   exit 1
 fi
 exit 0

@@ -100,6 +100,46 @@ async def test_full_mode_answers_mode_allows_and_plan_mode_forbids_without_mail(
     assert (await ask(api, session, key="c")).status_code == 201
 
 
+async def test_a_proven_sandbox_allows_in_workspace_mode_only_and_writes_nothing(
+    api: Api, session: dict[str, Any]
+) -> None:
+    """docs/sandbox.md, "The proof": workspace + sandbox "proven" → 409 mode_allows
+    with allowed_by "sandbox", no request, no mail; plan still forbids, a question
+    is still asked, and without the field workspace asks as before."""
+    before = len(await mailbox(api, "ana"))
+    r = await ask(api, session, key="s1", sandbox="proven")
+    assert r.status_code == 409
+    error = r.json()["error"]
+    assert error["reason"] == "mode_allows" and error["allowed_by"] == "sandbox"
+    assert error["permission_mode"] == "workspace"
+    assert len(await mailbox(api, "ana")) == before
+    listed = await api.http.get("/api/v1/permissions", headers=api.auth("ana"))
+    assert listed.json()["items"] == []
+    # A question is no tool call: the sandbox has nothing to say about it.
+    q = await api.http.post(
+        "/api/v1/agent/permissions",
+        json={"session_id": session["session_id"], "kind": "question",
+              "question": "which branch?", "relay_key": "s2", "sandbox": "proven"},
+        headers=api.auth("claude"),
+    )  # fmt: skip
+    assert q.status_code == 201, q.text
+    await set_mode(api, session, "plan")
+    r = await ask(api, session, key="s3", sandbox="proven")
+    assert r.status_code == 409 and r.json()["error"]["reason"] == "mode_forbids"
+    await set_mode(api, session, "full")
+    r = await ask(api, session, key="s4", sandbox="proven")
+    assert r.status_code == 409 and "allowed_by" not in r.json()["error"]
+    await set_mode(api, session, "workspace")
+    assert (await ask(api, session, key="s5")).status_code == 201  # no sandbox: asked
+
+
+@pytest.mark.parametrize("value", ["yes", "PROVEN", True, 1, ""])
+async def test_sandbox_takes_only_proven(api: Api, session: dict[str, Any], value: Any) -> None:
+    r = await ask(api, session, key="bad", sandbox=value)
+    assert r.status_code == 400, r.text
+    assert "sandbox" in r.text
+
+
 async def test_session_without_a_human_answers_no_human(api: Api) -> None:
     await api.user("ana")
     await api.agent("claude")

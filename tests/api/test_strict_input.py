@@ -49,6 +49,7 @@ HEARTBEAT_FIELDS = (
     "workspaces",
     "platform_sessions",
     "pending",
+    "sandbox",
 )
 
 

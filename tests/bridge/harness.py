@@ -135,6 +135,7 @@ class Agent:
         default_roots: bool = False,
         crash_at: str | None = None,
         env: Mapping[str, str] | None = None,
+        sandbox: bool = False,
         **more_env: str,
     ) -> BridgeProcess:
         """Start a bridge (the fake agent as the command, unless `args` has a `--`).
@@ -142,7 +143,9 @@ class Agent:
         Its workspace root is the test's own folder (`TMP/**`: the workspaces of
         tests live outside $HOME), unless `args` gives roots or `default_roots`
         leaves the bridge its default ($HOME/**). `crash_at`: the bridge freezes
-        there for the test to kill it (tests/bridge/crashing_bridge.py). The
+        there for the test to kill it (tests/bridge/crashing_bridge.py).
+        `sandbox`: the bridge's own default (--sandbox, docs/sandbox.md); off
+        otherwise, so that the other tests see the unconfined path. The
         bridge's environment gets `env` (a prepared mapping: spread as keywords it
         could fill `runner` or `default_roots`) and the keywords in `more_env`."""
         base = ["--agent", self.name, "--runner", runner, "--state-dir", str(self.state_dir),
@@ -150,6 +153,8 @@ class Agent:
         if not default_roots and "--workspace-root" not in args:
             base += ["--workspace-root", f"{self.workspace.parent}/**"]
         extra = list(args)
+        if not sandbox:
+            base.append("--no-sandbox")
         if runner == "command" and "--" not in extra:
             extra += ["--", sys.executable, str(FAKE_AGENT)]
         process = BridgeProcess([*base, *extra], self.env(**(env or {}), **more_env))

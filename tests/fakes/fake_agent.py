@@ -14,6 +14,9 @@ mail body is part of the prompt):
 - ``!error MSG``  report ``{"type":"error"}`` and exit 1
 - ``!exit N MSG`` write MSG to stderr and exit N
 - ``!plain``      answer in plain text instead of JSON lines
+- ``!write PATH`` append to PATH itself, without asking (a tool that does not ask:
+  only the sandbox stands in its way); says ``wrote PATH`` or ``write PATH: ERRNO``
+- ``!connect PORT`` open a TCP connection to 127.0.0.1:PORT; ``connect PORT: ok|ERRNO``
 
 Every run appends ``start`` and ``end`` records to ``$FAKE_AGENT_LOG`` (JSON
 lines, one ``write`` each) and keeps a per-session history in
@@ -22,8 +25,10 @@ lines, one ``write`` each) and keeps a per-session history in
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -117,6 +122,20 @@ def main() -> int:
             line_ = next(x for x in prompt.splitlines() if x.startswith(marker))
             send_mail(line_.rsplit(": ", 1)[1], rest)
             out.append("replied by itself")
+        elif word == "!write":
+            try:
+                fd = os.open(rest, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                os.write(fd, b"written by the agent\n")
+                os.close(fd)
+                out.append(f"wrote {rest}")
+            except OSError as exc:
+                out.append(f"write {rest}: {errno.errorcode.get(exc.errno or 0, exc.errno)}")
+        elif word == "!connect":
+            try:
+                with socket.create_connection(("127.0.0.1", int(rest)), timeout=10):
+                    out.append(f"connect {rest}: ok")
+            except OSError as exc:
+                out.append(f"connect {rest}: {errno.errorcode.get(exc.errno or 0, exc.errno)}")
         elif word == "!sleep":
             time.sleep(float(rest))
         elif word == "!hang" or (word == "!hang-once" and not redelivered):

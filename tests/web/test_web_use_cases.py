@@ -177,6 +177,44 @@ def _agent_line(page: str, name: str) -> str:
     return m.group(0)
 
 
+async def test_the_contacts_and_admin_pages_say_why_the_sandbox_is_unavailable(
+    api: Api,
+) -> None:
+    """docs/sandbox.md, "Fallback": the bridge's reason reaches owners and admins
+    (escaped, bounded), not other people; a malformed report is ignored."""
+    await api.user("ana")
+    await api.user("eve")
+    await api.agent("bot", owners=["ana"])
+    why = "sandbox unavailable: bwrap not installed (Debian package bubblewrap)"
+    r = await api.http.post(
+        "/api/v1/agent/heartbeat",
+        json={"mode_enforcement": "advisory", "sandbox": {"state": "unavailable", "reason": why}},
+        headers=api.auth("bot"),
+    )
+    assert r.status_code == 200 and r.json()["unknown_fields"] == [], r.text
+    async with browser(api, "ana") as b:
+        assert why in _agent_line((await b.http.get("/contacts")).text, "bot")
+    async with browser(api, "admin", ADMIN_PASSWORD) as b:
+        assert why in (await b.http.get("/admin")).text
+    async with browser(api, "eve") as eve:
+        assert "bwrap" not in _agent_line((await eve.http.get("/contacts")).text, "bot")
+    await api.http.post(
+        "/api/v1/agent/heartbeat",
+        json={"sandbox": {"state": "proven", "reason": None}},
+        headers=api.auth("bot"),
+    )
+    async with browser(api, "ana") as b:
+        assert "sandbox proven" in _agent_line((await b.http.get("/contacts")).text, "bot")
+    await api.http.post(
+        "/api/v1/agent/heartbeat",
+        json={"sandbox": {"state": "<b>odd</b>", "reason": "<script>x</script>"}},
+        headers=api.auth("bot"),
+    )
+    async with browser(api, "ana") as b:
+        line = _agent_line((await b.http.get("/contacts")).text, "bot")
+    assert "sandbox" not in line and "<script>" not in line
+
+
 async def test_the_contacts_page_shows_an_agents_details_to_its_owners_and_admins_only(
     api: Api,
 ) -> None:

@@ -47,6 +47,7 @@ class HeartbeatIn(BaseModel):
     workspaces: list[str] | None = None
     platform_sessions: list[JsonObject] | None = None
     pending: Any = None
+    sandbox: Any = None  # the bridge's {state, reason} (docs/sandbox.md): read back checked
 
 
 @router.post("/heartbeat", response_model=HeartbeatOut, response_model_exclude_unset=True)

@@ -59,6 +59,7 @@ async def create_permission(
             multi_select=body.multi_select,
             timeout_s=body.timeout_s,
             rules_file_sha256=body.rules_file_sha256,
+            sandbox=body.sandbox,
         )
     return answer_request(result, response)
 

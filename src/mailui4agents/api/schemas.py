@@ -138,6 +138,9 @@ class PermissionCreate(StrictBody):
     # The SHA-256 of the workspace's .agentmail/rules.toml as the hook read it
     # now (docs/rules.md, "The rule file"); absent: no file or an older hook.
     rules_file_sha256: str | None = Field(default=None, pattern="^[0-9a-f]{64}$")
+    #: The bridge proved its sandbox for this turn (docs/sandbox.md): in workspace
+    #: mode the gateway then allows the call without asking (409 mode_allows).
+    sandbox: Literal["proven"] | None = None
 
 
 class WithdrawIn(StrictBody):

@@ -71,6 +71,8 @@ class PromptInput:
     #: The session's earlier mails, rendered, for a platform that cannot resume
     #: its own session (DSH over ACP): each turn starts afresh.
     earlier: tuple[str, ...] = ()
+    #: The turn runs in the bridge's proven sandbox (docs/sandbox.md).
+    sandboxed: bool = False
 
 
 def sender_kind(mail: PromptMail) -> str:
@@ -145,9 +147,24 @@ _ENFORCEMENT_TEXT: dict[Enforcement, str] = {
 }
 
 
-def mode_briefing(mode: Mode, enforcement: Enforcement) -> str:
+_SANDBOXED_TEXT: dict[Mode, str] = {
+    "plan": (
+        "plan (read-only): do not change files and do not run commands that change the "
+        "machine; read, think and answer. A sandbox enforced by the kernel refuses every "
+        "write (Read-only file system / Permission denied)."
+    ),
+    "workspace": (
+        "workspace: shell commands, file writes and edits inside the workspace run without "
+        "asking; a sandbox enforced by the kernel refuses every write outside it (Read-only "
+        "file system / Permission denied): do not try to get around it, ask by mail instead."
+    ),
+    "full": _MODE_TEXT["full"],
+}
+
+
+def mode_briefing(mode: Mode, enforcement: Enforcement, sandboxed: bool = False) -> str:
     """The mode and the truth about how it is enforced."""
-    text = f"Permission mode: {_MODE_TEXT[mode]}"
+    text = f"Permission mode: {(_SANDBOXED_TEXT if sandboxed else _MODE_TEXT)[mode]}"
     if mode == "full":
         return text
     return f"{text}\n{_ENFORCEMENT_TEXT[enforcement]}"
@@ -199,7 +216,7 @@ def build_prompt(data: PromptInput) -> str:
         headline(data.situation, mail),
         f"You are the agent '{data.agent}', working through the mail gateway.",
         reply_rule(mail),
-        mode_briefing(data.mode, data.enforcement),
+        mode_briefing(data.mode, data.enforcement, data.sandboxed),
         "----- mail -----\n" + render_mail(mail) + "\n----- end of mail -----",
     ]
     if data.earlier:

@@ -42,6 +42,7 @@ from mailui4agents.bridge.results import Results, TurnResult
 from mailui4agents.bridge.runners.base import (
     Denied,
     FinalText,
+    Launch,
     MailSent,
     Runner,
     SessionStarted,
@@ -50,10 +51,11 @@ from mailui4agents.bridge.runners.base import (
     TurnError,
     TurnEvent,
 )
+from mailui4agents.bridge.sandbox import ENV_FLAG, PROVEN, Box, Check, Sandbox
 from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
 from mailui4agents.client import ApiError, AsyncClient, MailOut
-from mailui4agents.domain.modes import mode_for_deciding
+from mailui4agents.domain.modes import Enforcement, Mode, mode_for_deciding
 from mailui4agents.domain.times import rfc3339
 from mailui4agents.wire.models import Duplicate
 
@@ -112,8 +114,10 @@ class TurnHandler:
         park: ParkServer,
         board: Board,
         results: Results | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.s = settings
+        self.sandbox = sandbox
         self.results = results or Results.open(settings.state_dir / "results")
         self.runner = runner
         self.client = client
@@ -312,16 +316,6 @@ class TurnHandler:
     ) -> tuple[ProcessResult, str | None, list[str]]:
         mode = mode_for_deciding(mail.permission_mode)
         platform_id = self._platform_session(mail)
-        prompt = build_prompt(
-            PromptInput(
-                mail=prompt_mail(mail, str(workspace)),
-                situation=situation,
-                mode=mode,
-                enforcement=self.runner.enforcement(mode),
-                agent=self.s.agent,
-                earlier=await self._earlier(mail) if not self.runner.resumes else (),
-            )
-        )
         token = secrets.token_hex(16)
         turn_dir = self.s.state_dir / "turns" / token
         turn_dir.mkdir(parents=True, mode=0o700)
@@ -339,6 +333,19 @@ class TurnHandler:
             AGENTMAIL_BRIDGE_TURN=token,
             AGENTMAIL_SENT_LOG=str(turn_dir / "sent.log"),
         )
+        env.pop(ENV_FLAG, None)  # only this bridge's own proof may set it
+        box, check = await self._sandbox_box(mode, workspace, turn_dir, env)
+        prompt = build_prompt(
+            PromptInput(
+                mail=prompt_mail(mail, str(workspace)),
+                situation=situation,
+                mode=mode,
+                enforcement=self._enforcement(mode, box),
+                agent=self.s.agent,
+                earlier=await self._earlier(mail) if not self.runner.resumes else (),
+                sandboxed=box is not None and mode != "full",
+            )
+        )
         ctx = TurnContext(
             agent=self.s.agent,
             mail_id=job.mail_id,
@@ -350,6 +357,7 @@ class TurnHandler:
             base_env=env,
             turn_dir=turn_dir,
             hook_timeout_s=self.s.hook_timeout_s,
+            sandboxed=box is not None,
         )
         running = Activity("running", job.mail_id)
         self.board.set(job.session_id, running)
@@ -371,10 +379,19 @@ class TurnHandler:
         async def news() -> str:
             return await self._news(job)
 
+        started: list[int] = []
+
+        def spawned(pid: int) -> None:
+            started.append(pid)
+            self.ledger.started(job.mail_id, pid, _ticks(pid))
+
         park = ParkState(on_change=parked, news=news)
         self.park.turns[token] = park
         try:
             launch = self.runner.launch(ctx)
+            if box is not None and self.sandbox is not None:
+                wrapped = self.sandbox.wrap(box, launch.argv, check)
+                launch = Launch(wrapped, launch.env, launch.stdin)
             logger.info(
                 "turn for mail %s (session %s, %s, mode %s, %s)",
                 job.mail_id, job.session_id, situation.value, mode,
@@ -387,15 +404,52 @@ class TurnHandler:
                 timeout_s=self.s.turn_timeout_s,
                 park=park,
                 on_event=seen,
-                on_spawn=lambda pid: self.ledger.started(job.mail_id, pid, _ticks(pid)),
+                on_spawn=spawned,
             )
         finally:
             self.park.turns.pop(token, None)
             if park.parked:
                 slot.unpark()
             result_sent = _read_sent(turn_dir / "sent.log")
+            if check is not None and self.sandbox is not None:
+                self.sandbox.settle(check, ran=bool(started))
             shutil.rmtree(turn_dir, ignore_errors=True)
         return result, platform_id, result_sent
+
+    async def _sandbox_box(
+        self, mode: Mode, workspace: Path, turn_dir: Path, env: dict[str, str]
+    ) -> tuple[Box | None, Check | None]:
+        """The turn's boundary, or None (then the turn runs as before and every
+        guarded call is asked: docs/sandbox.md, "Fallback"). A proven boundary in
+        plan or workspace mode is told to the turn's hooks (``AGENTMAIL_SANDBOX``):
+        by the bridge after a separate probe, or — once the sandbox was proven — by
+        the turn's own launcher after its canaries (the ``Check``)."""
+        if self.sandbox is None:
+            return None, None
+        not_here = self.runner.sandbox_unsupported()
+        if not_here is not None:
+            self.sandbox.refuse(not_here)
+            return None, None
+        box = self.sandbox.box(
+            mode, workspace, turn_dir, self.runner.sandbox_writable(env, self.s.state_dir), env,
+            self.runner.model_ports(env),
+        )  # fmt: skip
+        box.tmp_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        check = self.sandbox.turn_check(box)
+        if check is None:
+            proof = await self.sandbox.prove(box)
+            if not proof.ok:
+                return None, None
+            if mode != "full":  # full mode writes anywhere: nothing to vouch for
+                env[ENV_FLAG] = PROVEN
+        env["TMPDIR"] = str(box.tmp_dir)
+        return box, check
+
+    def _enforcement(self, mode: Mode, box: Box | None) -> Enforcement:
+        """A proven boundary is the kernel's: native in plan and workspace."""
+        if box is not None and mode != "full":
+            return "native"
+        return self.runner.enforcement(mode)
 
     async def _news(self, job: Job) -> str:
         """Mail that reached the session while its turn waited for a human (unread,

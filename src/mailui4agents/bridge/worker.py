@@ -17,6 +17,7 @@ redelivered on the next start.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from mailui4agents.bridge.park import ParkServer
 from mailui4agents.bridge.pool import Pool
 from mailui4agents.bridge.process import kill_leftover
 from mailui4agents.bridge.runners.base import Runner
+from mailui4agents.bridge.sandbox import Sandbox
 from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.bridge.turn import Job, TurnHandler, TurnSettings
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
@@ -61,6 +63,8 @@ class BridgeConfig:
     heartbeat_s: float = HEARTBEAT_S
     #: Where turns may run, checked on the resolved workspace (none: nowhere).
     workspace_roots: WorkspaceRoots = field(default_factory=lambda: WorkspaceRoots(()))
+    #: The turns' sandbox (docs/sandbox.md); None: no sandbox at all.
+    sandbox: Sandbox | None = None
     #: Set once the stream is open and the catch-up queued (tests and benchmarks wait on it).
     ready: anyio.Event = field(default_factory=anyio.Event)
 
@@ -87,6 +91,7 @@ class Bridge:
         park = ParkServer()
         try:
             await anyio.to_thread.run_sync(cfg.runner.open)
+            await self._prove_sandbox()
             async with AsyncClient(cfg.client) as client, anyio.create_task_group() as tasks:
                 handler = TurnHandler(
                     TurnSettings(
@@ -106,6 +111,7 @@ class Bridge:
                     self.sessions,
                     park,
                     self.board,
+                    sandbox=cfg.sandbox,
                 )
                 pool: Pool[Job] = Pool(
                     cfg.concurrency,
@@ -128,6 +134,42 @@ class Bridge:
             park.close()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(cfg.runner.close)
+
+    async def _prove_sandbox(self) -> None:
+        """The start-up proof (docs/sandbox.md, "The proof"): a workspace-mode boundary
+        around a scratch workspace, through the wrapper every turn uses. Each turn
+        proves its own boundary again before it starts."""
+        box = self.config.sandbox
+        if box is None:
+            return
+        box.on_change = lambda: self._dirty.set()
+        not_here = self.config.runner.sandbox_unsupported()
+        if not_here is not None:
+            box.refuse(not_here)
+            return
+        state = self.config.state_dir
+        workspace, turn_dir = state / "sandbox-check", state / "turns" / "sandbox-check"
+        for folder in (workspace, turn_dir):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        env = dict(os.environ)
+        runner = self.config.runner
+        proof = await box.prove(
+            box.box("workspace", workspace, turn_dir, runner.sandbox_writable(env, state),
+                    env, runner.model_ports(env))
+        )  # fmt: skip
+        if proof.ok:
+            logger.info(
+                "sandbox: proven at start in %.0f ms (network: %s); workspace turns run "
+                "confined and guarded calls inside the workspace need no human",
+                proof.seconds * 1000, box.network.describe() if box.network else "per mode",
+            )  # fmt: skip
+
+    def _mode_enforcement(self) -> str:
+        """The heartbeat's level: native once the sandbox was proven, else the runner's."""
+        box = self.config.sandbox
+        if box is not None and box.status.state == "proven":
+            return "native"
+        return self.config.runner.mode_enforcement
 
     def _stop_leftovers(self) -> None:
         for entry in self.ledger.unfinished():
@@ -219,7 +261,12 @@ class Bridge:
             "status": "online",
             "platform": runner.platform,
             "version": version,
-            "mode_enforcement": runner.mode_enforcement,
+            "mode_enforcement": self._mode_enforcement(),
+            "sandbox": (
+                self.config.sandbox.status.as_json()
+                if self.config.sandbox is not None
+                else {"state": "off", "reason": "sandbox off (--no-sandbox)"}
+            ),
             "platform_sessions": [s for s in recent if s["platform_id"] not in known],
             "pending": {
                 "queued": pool.queued if pool else 0,

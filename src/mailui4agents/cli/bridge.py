@@ -75,6 +75,16 @@ finished before the bridge died is not run again: its reply is posted from its
 result file.
 
 \b
+Sandbox (--sandbox, the default; docs/sandbox.md): each turn runs under
+bubblewrap and Landlock. plan: nothing the agent works on is writable;
+workspace: the workspace (plus the turn's temp folder and the CLI's own state);
+full: everything. Protected paths are read-only in every mode. The boundary is
+proven with canary writes at start and before each turn; only then does
+workspace mode let guarded calls run without a human. Unproven (bwrap missing,
+user namespaces off, a canary that got through): the turn runs as before and
+every guarded call is asked; the heartbeat says why.
+
+\b
 State (--state-dir, default $XDG_STATE_HOME/agentmail/bridge-NAME):
   ledger.jsonl   delivered/completed per mail (fsync per line)
   sessions.json  mail session -> platform session
@@ -152,6 +162,26 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
     metavar="GLOB",
     help="A folder glob where turns may run (repeatable; default: $HOME/**).",
 )
+@click.option(
+    "--sandbox/--no-sandbox",
+    "use_sandbox",
+    default=True,
+    show_default=True,
+    help="Run each turn in the kernel-enforced sandbox (bubblewrap + Landlock, docs/sandbox.md).",
+)
+@click.option(
+    "--sandbox-network",
+    metavar="allow|deny|PORTS",
+    help="TCP inside the sandbox: allow, deny, or extra ports (443,8080); the gateway and "
+    "the model stay reachable. Default: allow in workspace and full, deny in plan.",
+)
+@click.option(
+    "--sandbox-write",
+    "sandbox_writes",
+    multiple=True,
+    metavar="PATH",
+    help="One more path a turn may write in plan and workspace mode (repeatable).",
+)
 @click.option("--log-level", default="info", show_default=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def bridge(
@@ -165,10 +195,14 @@ def bridge(
     max_attempts: int,
     retry_delay: float,
     workspace_roots: tuple[str, ...],
+    use_sandbox: bool,
+    sandbox_network: str | None,
+    sandbox_writes: tuple[str, ...],
     log_level: str,
     command: tuple[str, ...],
 ) -> None:
     from mailui4agents.bridge.runners import make_runner
+    from mailui4agents.bridge.sandbox import Network, Sandbox
     from mailui4agents.bridge.worker import Bridge, BridgeConfig
     from mailui4agents.bridge.workspace_roots import WorkspaceRoots
     from mailui4agents.client import ApiError
@@ -188,6 +222,20 @@ def bridge(
         roots = WorkspaceRoots.from_options(workspace_roots)
     except RootError as exc:
         fail(f"--workspace-root: {exc}")
+    try:
+        network = Network.parse(sandbox_network) if sandbox_network is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sandbox-network") from None
+    for path in sandbox_writes:
+        if not os.path.isabs(path):
+            raise click.BadParameter(
+                f"{path!r} is not an absolute path", param_hint="--sandbox-write"
+            )
+    sandbox = Sandbox(
+        enabled=use_sandbox,
+        network=network,
+        extra_writable=tuple(os.path.normpath(p) for p in sandbox_writes),
+    )
     config = load_config()
     if config.key is None:
         fail("the bridge speaks for an agent: set AGENTMAIL_KEY to the agent's key")
@@ -205,6 +253,7 @@ def bridge(
         max_attempts=max_attempts,
         retry_delays_s=(retry_delay, retry_delay * 6, retry_delay * 24),
         workspace_roots=roots,
+        sandbox=sandbox,
     )
     log = logging.getLogger(__name__)
     log.info(

@@ -273,12 +273,15 @@ class Gateway:
         summary: str | None = None,
         timeout_s: int | None = None,
         rules_file_sha256: str | None = None,
+        sandbox: str | None = None,
     ) -> JsonObject:
-        """``POST /agent/permissions``, the body AsyncClient.request_permission sends."""
+        """``POST /agent/permissions``, the body AsyncClient.request_permission sends
+        (``sandbox``: "proven" when the bridge proved this turn's sandbox)."""
         values = {
             "session_id": session_id, "kind": kind, "relay_key": relay_key,
             "tool_name": tool_name, "tool_input": tool_input, "summary": summary,
             "timeout_s": timeout_s, "rules_file_sha256": rules_file_sha256,
+            "sandbox": sandbox,
         }  # fmt: skip
         body = {name: value for name, value in values.items() if value is not None}
         return self.call_object("POST", "/agent/permissions", body, until=until)

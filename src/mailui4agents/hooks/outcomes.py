@@ -67,6 +67,15 @@ def from_error(error: ApiError, *, mail_driven: bool) -> HookDecision:
             )
         return ask(f"the gateway is unavailable ({error.message}); asking here instead")
     reason = error.detail.get("reason")
+    if (
+        error.status == 409
+        and reason == "mode_allows"
+        and error.detail.get("allowed_by") == "sandbox"
+    ):
+        return allow(
+            "the bridge proved its sandbox: in workspace mode the kernel refuses writes "
+            "outside the workspace, so guarded calls run without asking"
+        )
     if error.status == 409 and reason == "mode_allows":
         return allow("the mail session is in full mode: guarded tools are allowed")
     if error.status == 409 and reason == "mode_forbids":

@@ -63,6 +63,8 @@ def ask_human(
             # up, so a human cannot approve a request nobody waits for any more.
             timeout_s=max(1, int(seconds_left)),
             rules_file_sha256=file_hash,
+            # Set by the bridge only for a boundary it proved (bridge/sandbox.py).
+            sandbox="proven" if settings.env.get("AGENTMAIL_SANDBOX") == "proven" else None,
         )
 
     mail_driven = settings.mail_driven

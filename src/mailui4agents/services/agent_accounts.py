@@ -158,6 +158,23 @@ async def revoke_agent_key(s: AsyncSession, name: str, key_id: str) -> None:
     s.info.setdefault("recheck", set()).add(principal_key(name, False))
 
 
+SANDBOX_STATES = ("proven", "unavailable", "off")
+SANDBOX_REASON_CHARS = 300
+
+
+def sandbox_reported(heartbeat: object) -> dict[str, str | None] | None:
+    """The heartbeat's ``sandbox`` object, checked and bounded (the heartbeat is
+    lenient: anything else there is ignored)."""
+    found = heartbeat.get("sandbox") if isinstance(heartbeat, dict) else None
+    if not isinstance(found, dict) or found.get("state") not in SANDBOX_STATES:
+        return None
+    reason = found.get("reason")
+    return {
+        "state": str(found["state"]),
+        "reason": reason[:SANDBOX_REASON_CHARS] if isinstance(reason, str) else None,
+    }
+
+
 async def agent_out(s: AsyncSession, row: AgentRow, connected_streams: int) -> AgentOut:
     keys = (
         await s.scalars(
@@ -178,6 +195,7 @@ async def agent_out(s: AsyncSession, row: AgentRow, connected_streams: int) -> A
         platform=row.platform,
         version=row.version,
         mode_enforcement=row.mode_enforcement,
+        sandbox=sandbox_reported(row.heartbeat),
         last_seen_at=row.last_seen_at,
         created_at=row.created_at,
         keys=[

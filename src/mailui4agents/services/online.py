@@ -54,6 +54,7 @@ async def agents_status(
                 last_seen_at=a.last_seen_at,
                 streams=a.connected_streams,
                 online=agent_online(a.connected_streams, a.last_seen_at, now),
+                sandbox=a.sandbox,
             )
         )
     return out

@@ -27,6 +27,7 @@ from mailui4agents.domain.errors import Conflict, Missing, invalid_value, not_fo
 from mailui4agents.domain.grants import GrantRule
 from mailui4agents.domain.mail_types import MailType, Recipient
 from mailui4agents.domain.masking import mask_secrets, mask_text
+from mailui4agents.domain.modes import mode_for_deciding
 from mailui4agents.domain.results import Duplicate, Opened
 from mailui4agents.domain.rules import Decision, model_reason
 from mailui4agents.events import log
@@ -134,6 +135,7 @@ async def create_request(
     multi_select: bool,
     timeout_s: int | None,
     rules_file_sha256: str | None = None,
+    sandbox: str | None = None,
 ) -> Opened | Duplicate:
     """Open a request: Opened (its PermissionOut), or Duplicate when this agent
     used `relay_key` before (nothing is written then)."""
@@ -182,13 +184,27 @@ async def create_request(
             grants=grants,
             file_sha256=rules_file_sha256,
         )
-        # A step that allows in place of a person (a proven sandbox) belongs here,
-        # for verdict.outcome == "human" without an ask rule (verdict.rule is None).
         if verdict.outcome == "mode_allows":
             raise _conflict("mode_allows", "the session is in full mode", permission_mode="full")
         if verdict.outcome == "mode_forbids":
             raise _conflict(
                 "mode_forbids", "the session is in plan mode (read-only)", permission_mode="plan"
+            )
+        # The sandbox (docs/sandbox.md): a bridge that proved its boundary for this
+        # turn has the kernel refuse every write outside the workspace, so workspace
+        # mode lets the call run without asking: after the deny rules and the mode,
+        # and never where an ask rule sent the call to a person (verdict.rule).
+        if (
+            verdict.outcome == "human"
+            and verdict.rule is None
+            and sandbox == "proven"
+            and mode_for_deciding(session.permission_mode) == "workspace"
+        ):
+            raise _conflict(
+                "mode_allows",
+                "the bridge proved its sandbox: the kernel confines this call to the workspace",
+                permission_mode="workspace",
+                allowed_by="sandbox",
             )
 
     now = utcnow()

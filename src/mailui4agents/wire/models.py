@@ -360,6 +360,9 @@ class AgentOut(Lenient):
     platform: str | None = None
     version: str | None = None
     mode_enforcement: str | None = None
+    #: What the bridge last reported about its sandbox (docs/sandbox.md):
+    #: ``{state: proven|unavailable|off, reason}``; None when it never said.
+    sandbox: dict[str, str | None] | None = None
     last_seen_at: Timestamp | None = None
     created_at: Timestamp
     keys: list[AgentKeyOut] = Field(default_factory=list)

@@ -18,3 +18,5 @@ class AgentStatusOut(Lenient):
     last_seen_at: Timestamp | None = None
     streams: int = 0
     online: bool = False
+    #: The bridge's sandbox report (docs/sandbox.md), with the details only.
+    sandbox: dict[str, str | None] | None = None

@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +38,9 @@ class TurnContext:
     base_env: dict[str, str]  # the environment every runner passes (API: Bridge)
     turn_dir: Path  # private scratch folder of this turn (config files live here)
     hook_timeout_s: float
+    #: The turn runs inside the bridge's sandbox (docs/sandbox.md): a CLI's own
+    #: sandbox cannot nest inside it (Landlock forbids mounts) and is left off.
+    sandboxed: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,22 @@ class Runner(ABC):
     @abstractmethod
     def parser(self) -> StreamParser:
         """A fresh parser for one turn's output."""
+
+    def sandbox_unsupported(self) -> str | None:
+        """Why the turn's sandbox cannot confine this runner's tools, or None
+        (docs/sandbox.md)."""
+        return None
+
+    def sandbox_writable(self, env: Mapping[str, str], state_dir: Path) -> list[str]:
+        """The CLI's own state folders and files, writable inside the sandbox in
+        every mode (docs/sandbox.md, "State folders of each runner"); ``env`` is the
+        turn's, ``state_dir`` the bridge's."""
+        return []
+
+    def model_ports(self, env: Mapping[str, str]) -> list[int]:
+        """TCP ports of the model provider besides those the environment's base
+        URLs name (docs/sandbox.md, "Network")."""
+        return []
 
     def open(self) -> None:  # noqa: B027 (optional: most runners keep nothing)
         """Start what the runner keeps for the bridge's whole life (opencode: its

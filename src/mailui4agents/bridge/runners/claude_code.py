@@ -27,6 +27,7 @@ import logging
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,19 @@ class ClaudeCodeRunner(BinaryRunner):
         # plan: Claude's own plan mode plus the hook; workspace: Claude obeys the
         # hook's deny (both checked end to end against the real CLI).
         return "native"
+
+    def sandbox_writable(self, env: Mapping[str, str], state_dir: Path) -> list[str]:
+        """Claude Code's own state: ~/.claude (or $CLAUDE_CONFIG_DIR: sessions, todos,
+        shell snapshots) and its MCP logs in ~/.cache/claude-cli-nodejs. It replaces
+        ~/.claude.json through a temporary file beside it, in the home folder, which
+        stays read-only: those writes fail and Claude Code carries on
+        (docs/sandbox.md, "State folders of each runner")."""
+        home = Path(env.get("HOME") or self.home)
+        state = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+        logs = home / ".cache" / "claude-cli-nodejs"
+        for folder in (state, logs):
+            folder.mkdir(parents=True, exist_ok=True)
+        return [str(state), str(logs), str(home / ".claude.json")]
 
     def missing(self) -> str | None:
         path = shutil.which(self.binary)

@@ -41,6 +41,8 @@ import logging
 import os
 import re
 import shutil
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,7 @@ from mailui4agents.bridge.runners.base import (
     reject_unknown,
 )
 from mailui4agents.bridge.runners.claude_code import agentmail_command
+from mailui4agents.bridge.sandbox import url_port
 from mailui4agents.domain.modes import Enforcement, Mode
 
 logger = logging.getLogger(__name__)
@@ -244,6 +247,34 @@ class CodexRunner(BinaryRunner):
         self.home = home
         return home
 
+    def sandbox_writable(self, env: Mapping[str, str], state_dir: Path) -> list[str]:
+        """Codex keeps everything in its CODEX_HOME (sessions, logs, its sandbox
+        helper): the bridge's own in the state dir, or the shared ``home=``."""
+        return [str(self.codex_home(state_dir))]
+
+    def model_ports(self, env: Mapping[str, str]) -> list[int]:
+        """The ports of the providers' ``base_url`` in the Codex config."""
+        try:
+            config = tomllib.loads(self.config.read_text())
+        except (OSError, ValueError):
+            return []
+        providers = config.get("model_providers")
+        ports = []
+        for provider in providers.values() if isinstance(providers, dict) else []:
+            url = provider.get("base_url") if isinstance(provider, dict) else None
+            port = url_port(url) if isinstance(url, str) else None
+            if port is not None:
+                ports.append(port)
+        return ports
+
+    @staticmethod
+    def sandbox_mode(ctx: TurnContext) -> str:
+        """Codex's own sandbox per mode; inside the bridge's sandbox none: Codex
+        builds a bubblewrap sandbox of its own, which cannot nest (Landlock refuses
+        mounts; measured with 0.171.0: "error building bubblewrap command"), and the
+        bridge's boundary already holds the mode (docs/sandbox.md)."""
+        return "danger-full-access" if ctx.sandboxed else SANDBOX[ctx.mode]
+
     def launch(self, ctx: TurnContext) -> Launch:
         # The turn dir is STATE/turns/TOKEN (bridge/turn.py): the bridge's state is two up.
         home = self.codex_home(ctx.turn_dir.parent.parent)
@@ -256,7 +287,7 @@ class CodexRunner(BinaryRunner):
         argv = [
             self.binary, "exec", "--json", "--skip-git-repo-check",
             "--dangerously-bypass-hook-trust",
-            "-c", f"sandbox_mode={toml_value(SANDBOX[ctx.mode])}",
+            "-c", f"sandbox_mode={toml_value(self.sandbox_mode(ctx))}",
             "-c", f"hooks.PreToolUse={toml_value(hooks)}",
             "-c", f"mcp_servers.agentmail.command={toml_value(server[0])}",
             "-c", f"mcp_servers.agentmail.args={toml_value(server[1:])}",

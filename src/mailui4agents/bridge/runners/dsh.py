@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from mailui4agents.bridge.drivers.protocol import DriverParser
@@ -84,6 +85,11 @@ class DshRunner(Runner):
 
     def version(self) -> str | None:
         return self._version
+
+    def sandbox_writable(self, env: Mapping[str, str], state_dir: Path) -> list[str]:
+        """DSH keeps its sessions and profiles in DSH_HOME (~/.dsh)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        return [str(self.home)]
 
     def launch(self, ctx: TurnContext) -> Launch:
         env = dict(ctx.base_env)

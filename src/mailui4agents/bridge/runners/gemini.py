@@ -35,6 +35,7 @@ import os
 import shutil
 import stat
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +182,13 @@ class GeminiRunner(BinaryRunner):
         if auth:
             settings["security"] = {"auth": {"selectedType": auth}}
         return settings
+
+    def sandbox_writable(self, env: Mapping[str, str], state_dir: Path) -> list[str]:
+        """Gemini CLI's ~/.gemini (chats, logs, its tmp); its settings.json inside
+        stays read-only (a protected path, docs/sandbox.md)."""
+        state = self.home / ".gemini"
+        state.mkdir(parents=True, exist_ok=True)
+        return [str(state)]
 
     def launch(self, ctx: TurnContext) -> Launch:
         settings = ctx.turn_dir / "settings.json"

@@ -204,6 +204,14 @@ class OpencodeRunner(BinaryRunner):
             return f"opencode serve exited with status {status}; restart the bridge\n{tail}"
         return None
 
+    def sandbox_unsupported(self) -> str | None:
+        """opencode runs its tools in the bridge's long-lived ``opencode serve``,
+        not in the turn's process: a turn's sandbox cannot reach them."""
+        return (
+            "sandbox not applied: opencode runs its tools in the bridge's own "
+            "`opencode serve`, outside the turn's process"
+        )
+
     def launch(self, ctx: TurnContext) -> Launch:
         env = dict(ctx.base_env)
         env["AGENTMAIL_OPENCODE_URL"] = self.url or ""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -149,6 +150,11 @@ class PiRunner(BinaryRunner):
 
     def can_ask_version(self) -> bool:
         return self.missing() is None  # the extension too
+
+    def sandbox_writable(self, env: Mapping[str, str], state_dir: Path) -> list[str]:
+        """pi's agent folder (sessions, settings): ~/.pi/agent or ``agent_dir=``."""
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        return [str(self.agent_dir)]
 
     def launch(self, ctx: TurnContext) -> Launch:
         argv = [self.binary, "-p", "--mode", "json", "--no-extensions",

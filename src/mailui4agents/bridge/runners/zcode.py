@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,12 @@ class ZcodeRunner(BinaryRunner):
                 "`agentmail install-hook zcode` (no turn runs without it)"
             )
         return None
+
+    def sandbox_writable(self, env: Mapping[str, str], state_dir: Path) -> list[str]:
+        """ZCode's ~/.zcode (its documented contract: config, sessions)."""
+        state = self.home / ".zcode"
+        state.mkdir(parents=True, exist_ok=True)
+        return [str(state)]
 
     def launch(self, ctx: TurnContext) -> Launch:
         prompt = ctx.prompt
