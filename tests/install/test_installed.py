@@ -164,6 +164,9 @@ async def test_a_command_runner_bridge_of_the_install_runs_an_approved_command(
         [
             "--agent", agent.name, "--runner", "command", "--state-dir", str(agent.state_dir),
             "--retry-delay", "0.2", "--workspace-root", f"{agent.workspace.parent}/**",
+            # Unconfined, as tests/bridge/harness.py runs bridges: a proven sandbox
+            # would let the command run without asking (docs/sandbox.md).
+            "--no-sandbox",
             "--", str(installed.python), str(FAKE_AGENT),
         ],
         outside_env(
