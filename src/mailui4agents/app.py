@@ -18,6 +18,7 @@ from mailui4agents.api import (
     agent_sessions,
     agents,
     attachments,
+    audit,
     auth,
     calendar,
     devices,
@@ -27,6 +28,7 @@ from mailui4agents.api import (
     events,
     health,
     mail,
+    metrics,
     notify,
     permissions,
     push,
@@ -46,13 +48,16 @@ from mailui4agents.errors import ApiError
 from mailui4agents.events import log as event_log
 from mailui4agents.events import pg_listen
 from mailui4agents.events.hub import EventHub
+from mailui4agents.http.observe import Observe
 from mailui4agents.http.uploads import FRAMING_SLACK, UPLOAD_PATHS
+from mailui4agents.metrics import GatewayMetrics
 from mailui4agents.private_files import private_dir, private_file
 from mailui4agents.services import email_send, identity, push_keys, push_send, scheduler
 from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 from mailui4agents.web import (
+    audit_page,
     calendar_page,
     devices_page,
     email_links_page,
@@ -161,6 +166,8 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         if generated and callable(on_admin_password):
             on_admin_password(generated)
         app.state.gateway = gw
+        gw.metrics = app.state.metrics  # docs/metrics.md
+        gw.metrics.watch(gw)
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(scheduler.run, gw, stop)
@@ -208,10 +215,15 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
         json_max=json_max,
         streamed=dict.fromkeys(UPLOAD_PATHS, upload_max),
     )
+    # Outermost: the request id, metrics and log line of every answer, the body
+    # guard's too (http/observe.py). One registry per app (metrics.py).
+    app.state.metrics = GatewayMetrics()
+    app.add_middleware(Observe, metrics=app.state.metrics)
     for module in (health, auth, admin, mail, sessions, permissions, agent_sessions, agent, events):
         app.include_router(module.router)
     app.include_router(agents.router)  # docs/api.md, "Who may set an agent to work"
     app.include_router(rules.router)  # docs/api.md, "Rules"
+    app.include_router(audit.router)  # docs/audit.md
     app.include_router(discovery.router)
     app.include_router(attachments.router)
     app.include_router(calendar.router)  # docs/api.md, "Calendar"
@@ -231,7 +243,9 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(emails_page.router)
     app.include_router(email_links_page.router)  # docs/email.md, "One-click links"
     app.include_router(export_page.router)  # docs/email.md, "Export"
+    app.include_router(audit_page.router)  # docs/audit.md
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
+    app.include_router(metrics.router)  # docs/metrics.md
     document_errors(app)
     return app

@@ -7,6 +7,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+MIN_SCRAPE_TOKEN = 16
+# Settings that were read once and are gone: set, they stop the start rather
+# than be ignored (from_env).
+GONE = {
+    "AGENTMAIL_METRICS_PUBLIC": "/metrics is never open to anonymous callers: give the "
+    "scraper a token with AGENTMAIL_METRICS_TOKEN (docs/metrics.md)",
+}
+
 
 class Settings(BaseModel):
     """Everything the gateway can be told. Each field says what it is for."""
@@ -106,8 +114,16 @@ class Settings(BaseModel):
         description="Sends one agent may make in a session between two human mails "
         "(relays to humans are free).",
     )
-    metrics_public: bool = Field(
-        default=False, description="Serve /metrics without an admin token."
+    # Metrics (docs/metrics.md). Never open to anonymous callers: an admin's token
+    # or the scrape token.
+    metrics_enabled: bool = Field(
+        default=True,
+        description="Serve GET /metrics (to an admin's token or metrics_token); false: 404.",
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="A bearer token a Prometheus scraper may read /metrics with (at least "
+        "16 characters; from the environment only). None: admins' tokens only.",
     )
     attachment_max_bytes: int = Field(
         default=25 * 1024 * 1024, ge=1, description="Largest file one upload may hold, bytes."
@@ -369,6 +385,13 @@ class Settings(BaseModel):
                 )
         return value
 
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().strip()) < MIN_SCRAPE_TOKEN:
+            raise ValueError(f"metrics_token must have at least {MIN_SCRAPE_TOKEN} characters")
+        return value
+
     @field_validator("vapid_subject")
     @classmethod
     def _subject(cls, value: str | None) -> str | None:
@@ -445,6 +468,9 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Build settings from AGENTMAIL_<FIELD> variables; explicit overrides win."""
+        for variable, why in GONE.items():
+            if variable in os.environ:
+                raise ValueError(f"{variable} is no longer read: {why}")
         values: dict[str, object] = {}
         for name in cls.model_fields:
             env_value = os.environ.get(f"AGENTMAIL_{name.upper()}")

@@ -22,6 +22,7 @@ from mailui4agents.services.rate_limits import LoginGuard
 from mailui4agents.settings import Settings
 
 if TYPE_CHECKING:  # aiosmtplib and aiosmtpd are imported only by a gateway that mails
+    from mailui4agents.metrics import GatewayMetrics
     from mailui4agents.services.email_fetch import ImapFetcher
     from mailui4agents.services.email_listen import SmtpListener
     from mailui4agents.services.email_send import EmailSender
@@ -54,6 +55,10 @@ class Gateway:
     # The TXT lookup DKIM keys are read with (services/email_dkim.py); None:
     # dkimpy's own, over DNS. Tests give a resolver stub.
     dkim_dns: Callable[..., bytes | None] | None = field(default=None)
+    # Prometheus metrics of this process (metrics.py); None: not counted.
+    metrics: GatewayMetrics | None = field(default=None)
+    # time.monotonic() when the scheduler last finished a pass (its lag, metrics.py).
+    scheduler_done_at: float | None = field(default=None)
     # The fd of the data dir's shared lock (data_lock.py), released when the lifespan ends.
     data_lock: int | None = field(default=None)
 
@@ -65,6 +70,9 @@ class Gateway:
             yield s
             notify = s.info.pop("notify", None)
             recheck = s.info.pop("recheck", None)
+            noted = s.info.pop("metrics", None)
+        if noted and self.metrics is not None:
+            self.metrics.committed(noted)
         if notify:
             self.hub.notify(notify)
         if recheck:

@@ -20,6 +20,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
+from mailui4agents.db.audit_tables import AuditRow
 from mailui4agents.db.reach_tables import DeviceRow, PushOutboxRow, PushSubscriptionRow
 from mailui4agents.db.tables import PermissionRow, UserTokenRow
 from mailui4agents.db.types import utcnow
@@ -522,3 +523,19 @@ async def test_a_500_shows_on_the_request(world: World) -> None:
     rows = (await world.deliveries(asked["id"])).json()
     [failed] = [d for d in rows if d["state"] == "failed"]
     assert "500" in failed["detail"] and failed["device"] == "Ana's phone", failed
+
+
+async def test_an_action_is_in_the_audit_trail_with_its_device(world: World) -> None:
+    """A notification's action decides as the pushed person, channel `push`, the
+    device's name: so the audit trail records it (services/audit.py)."""
+    phone = await world.subscribe("ana", "Ana's phone")
+    asked = await world.ask()
+    [payload] = await world.pushed(phone)
+    r = await world.act(payload["action_token"], "deny", note="not on a Friday")
+    assert r.status_code == 200, r.text
+    async with world.gw.read() as s:
+        [row] = (await s.scalars(select(AuditRow))).all()
+    assert (row.request_id, row.outcome, row.actor_kind, row.actor) == (
+        asked["id"], "denied", "person", "ana",
+    )  # fmt: skip
+    assert (row.channel, row.device, row.reason) == ("push", "Ana's phone", "not on a Friday")

@@ -273,8 +273,9 @@ def _check(statements: Statements, writes: list[str]) -> None:
 ASK_WRITES = ["SELECT", "INSERT", *DELIVER_WRITES[1:]]
 # The request with its session, the human's membership, whether anything there
 # is past its deadline and the deciders (one query); the decision (one UPDATE);
-# then the receipt's delivery, the decision events in its events INSERT.
-DECIDE_WRITES = ["SELECT", "UPDATE", *DELIVER_WRITES[1:]]
+# its audit row (one INSERT, services/audit.py); then the receipt's delivery,
+# the decision events in its events INSERT.
+DECIDE_WRITES = ["SELECT", "UPDATE", "INSERT", *DELIVER_WRITES[1:]]
 
 
 async def test_a_permission_request_costs_six_writes(served: Served) -> None:
@@ -285,10 +286,11 @@ async def test_a_permission_request_costs_six_writes(served: Served) -> None:
     _check(asked, ASK_WRITES)
 
 
-async def test_a_decision_costs_six_writes(served: Served) -> None:
+async def test_a_decision_costs_seven_writes(served: Served) -> None:
     """It was 14 on SQLite (the request, its session, membership, the decider
     check, the expiry look-up, a conditional UPDATE then the ORM's second one,
-    the deciders again, one INSERT per decision event), 1 + 15 on PostgreSQL."""
+    the deciders again, one INSERT per decision event), 1 + 15 on PostgreSQL;
+    six before the audit row."""
     _, decided = await _asked_and_decided(served)
     _check(decided, DECIDE_WRITES)
 
@@ -302,7 +304,8 @@ async def test_a_request_a_grant_allows_reads_the_grants_and_delivers_nothing(
     served: Served,
 ) -> None:
     """With a grant for the tool the grants are read (the second SELECT) and the
-    request is approved at once: the request and its decision event, no mail."""
+    request is approved at once: the request, its decision event and its audit
+    row, no mail."""
     api = served.api
     await _asked_and_decided(served, always=True)  # ana granted `make test1` for good
     sid = (await api.http.get("/api/v1/sessions", headers=api.auth("ana"))).json()["items"][0]
@@ -314,7 +317,47 @@ async def test_a_request_a_grant_allows_reads_the_grants_and_delivers_nothing(
         headers=api.auth("bot"),
     )  # fmt: skip
     assert r.status_code == 201 and r.json()["status"] == "approved", r.text
-    _check(_copy(served.statements), ["SELECT", "SELECT", "INSERT", "INSERT"])
+    counted = _copy(served.statements)
+    if counted.one_pool:  # the audit row comes after the events (services/audit.audited)
+        pg = ["SELECT", "SELECT", "SELECT", "INSERT", "pg_advisory_xact_lock", "INSERT", "INSERT"]
+        assert _shapes(counted.writer) == pg, "\n".join(counted.writer)
+    else:
+        _check(counted, ["SELECT", "SELECT", "INSERT", "INSERT", "INSERT"])
+    assert "audit_decisions" in _queries(counted.writer)[-1]
+
+
+@pytest.mark.parametrize("mode", ["full", "plan"])
+async def test_an_answer_of_the_mode_costs_one_read_and_its_audit_row(
+    served: Served, mode: str
+) -> None:
+    """Full and plan mode answer 409 without a request: the session (one query),
+    then the audit row (one INSERT, with the session's mode and enforcement as
+    subqueries: no read before it), committed — before the audit trail the same
+    transaction read and rolled back."""
+    api = served.api
+    await api.user("ana")
+    key = await api.agent("bot")
+    first = await api.send("ana", ["bot@/srv/shop.new"], subject="first")
+    sid = first.json()["session_id"]
+    r = await api.http.patch(
+        f"/api/v1/sessions/{sid}", json={"permission_mode": mode}, headers=api.auth("ana")
+    )
+    assert r.status_code == 200, r.text
+    for i in range(2):  # the second one counted
+        served.statements.clear()
+        r = await api.http.post(
+            "/api/v1/agent/permissions",
+            json={"session_id": sid, "tool_name": "Bash",
+                  "tool_input": {"command": f"make test{i}"}, "relay_key": f"m{i}"},
+            headers={"Authorization": f"Bearer {key}"},
+        )  # fmt: skip
+        assert r.status_code == 409, r.text
+    writer = served.statements.writer
+    if served.statements.one_pool:
+        assert _shapes(writer) == ["SELECT", "SELECT", "INSERT"], "\n".join(writer)
+    else:
+        assert _shapes(writer) == ["SELECT", "INSERT"], "\n".join(writer)
+    assert "audit_decisions" in _queries(writer)[-1]
 
 
 async def _listing_counts(

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
+from mailui4agents.db.audit_tables import AuditRow
 from mailui4agents.db.reach_tables import EmailInboundRow, EmailOutboxRow, EmailTokenRow
 from mailui4agents.db.tables import SessionRow, UserRow
 from mailui4agents.services import email_inbound, email_tokens, permission_decisions
@@ -124,7 +125,12 @@ async def test_deny_with_a_note_decides_by_e_mail(
     assert any("decided" in m and ANA in m for m in caplog.messages), caplog.messages
     async with gateway_of(api).read() as s:
         row = (await s.scalars(select(EmailInboundRow))).one()
+        audited = (await s.scalars(select(AuditRow))).one()  # docs/audit.md
     assert (row.outcome, row.request_id, row.via) == ("decided", rid, "smtp")
+    assert (audited.request_id, audited.outcome, audited.actor_kind, audited.actor) == (
+        rid, "denied", "person", "ana",
+    )  # fmt: skip
+    assert (audited.channel, audited.device, audited.reason) == ("email", ANA, "use the staging db")
 
 
 async def test_approve_approves_and_the_token_then_works_no_more(

@@ -243,3 +243,21 @@ def test_a_broken_local_settings_file_is_left_alone_and_the_approval_step_printe
     assert result.exit_code == 1
     assert "approve the server in `claude`" in result.output
     assert local.read_text() == '{"enabledMcpjsonServers": "agentmail"}'
+
+
+def test_claude_code_channel_install_runs_the_server_as_a_channel_and_says_how_to_start(
+    project: Path,
+) -> None:
+    result = invoke("claude-code", "--channel", "--project", str(project))
+    assert result.exit_code == 0, result.output
+    assert load(project / ".mcp.json")["mcpServers"]["agentmail"]["args"] == ["mcp", "--channel"]
+    assert "claude --dangerously-load-development-channels server:agentmail" in result.output
+    plain = invoke("claude-code", "--project", str(project))  # back to the plain server
+    assert load(project / ".mcp.json")["mcpServers"]["agentmail"]["args"] == ["mcp"], plain.output
+
+
+def test_only_claude_code_has_channels(project: Path) -> None:
+    result = invoke("gemini", "--channel", "--project", str(project))
+    assert result.exit_code != 0
+    assert "channels are Claude Code's" in result.output
+    assert not (project / ".gemini").exists()

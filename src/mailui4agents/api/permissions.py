@@ -11,6 +11,7 @@ from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.pages import page
 from mailui4agents.api.results import DUPLICATE, answer_request
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate, WithdrawIn
+from mailui4agents.domain.results import Refused
 from mailui4agents.services import (
     deciding,
     grants,
@@ -61,6 +62,8 @@ async def create_permission(
             rules_file_sha256=body.rules_file_sha256,
             sandbox=body.sandbox,
         )
+    if isinstance(result, Refused):  # recorded in the audit trail, committed: now the 409
+        raise result.error
     return answer_request(result, response)
 
 

@@ -20,6 +20,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -54,6 +55,9 @@ from mailui4agents.bridge.runners.base import (
 from mailui4agents.bridge.sandbox import ENV_FLAG, PROVEN, Box, Check, Sandbox
 from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
+
+if TYPE_CHECKING:  # prometheus_client only when --metrics-port is given
+    from mailui4agents.bridge.metrics import BridgeMetrics
 from mailui4agents.client import ApiError, AsyncClient, MailOut
 from mailui4agents.domain.modes import Enforcement, Mode, mode_for_deciding
 from mailui4agents.domain.times import rfc3339
@@ -114,6 +118,7 @@ class TurnHandler:
         park: ParkServer,
         board: Board,
         results: Results | None = None,
+        metrics: BridgeMetrics | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         self.s = settings
@@ -125,6 +130,7 @@ class TurnHandler:
         self.sessions = sessions
         self.park = park
         self.board = board
+        self.metrics = metrics  # --metrics-port (bridge/metrics.py)
 
     # -- the pool's entry point ---------------------------------------------------------
 
@@ -186,6 +192,9 @@ class TurnHandler:
         result, platform_id, sent = await self._run(job, slot, mail, workspace, situation)
         exited_at = time.time()
         outcome = self._outcome(job, result, platform_id, sent)
+        if self.metrics is not None:
+            failed = outcome.failure
+            self.metrics.turn("done" if failed is None else failed.kind, exited_at - read_at)
         # Before anything is posted or recorded: from here on a crash costs no second run.
         self.results.save(outcome)
         again = await self._settle(job, mail, outcome)

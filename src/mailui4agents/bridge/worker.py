@@ -22,7 +22,7 @@ import signal
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -39,6 +39,9 @@ from mailui4agents.bridge.turn import Job, TurnHandler, TurnSettings
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig
 from mailui4agents.client.stream import RESET
+
+if TYPE_CHECKING:  # prometheus_client only when --metrics-port is given
+    from mailui4agents.bridge.metrics import BridgeMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,8 @@ class BridgeConfig:
     heartbeat_s: float = HEARTBEAT_S
     #: Where turns may run, checked on the resolved workspace (none: nowhere).
     workspace_roots: WorkspaceRoots = field(default_factory=lambda: WorkspaceRoots(()))
+    #: The Prometheus metrics the CLI serves on --metrics-port (None: not counted).
+    metrics: BridgeMetrics | None = None
     #: The turns' sandbox (docs/sandbox.md); None: no sandbox at all.
     sandbox: Sandbox | None = None
     #: Set once the stream is open and the catch-up queued (tests and benchmarks wait on it).
@@ -78,6 +83,8 @@ class Bridge:
         self.board = Board(on_change=self._dirty.set)
         self.workspaces: set[str] = set()
         self.pool: Pool[Job] | None = None
+        if config.metrics is not None:
+            config.metrics.watch(lambda: self.pool)
 
     async def run(self) -> None:
         """Run until cancelled or signalled."""
@@ -111,6 +118,7 @@ class Bridge:
                     self.sessions,
                     park,
                     self.board,
+                    metrics=cfg.metrics,
                     sandbox=cfg.sandbox,
                 )
                 pool: Pool[Job] = Pool(

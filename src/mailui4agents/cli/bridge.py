@@ -6,12 +6,16 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import click
 
 from mailui4agents.bridge.runners import KINDS
 from mailui4agents.cli.common import describe, fail, load_config
+
+if TYPE_CHECKING:
+    from mailui4agents.bridge.metrics import BridgeMetrics
 
 HELP = """Run an agent CLI for each mail the agent NAME receives.
 
@@ -183,6 +187,28 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
     help="One more path a turn may write in plan and workspace mode (repeatable).",
 )
 @click.option("--log-level", default="info", show_default=True)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    envvar="AGENTMAIL_LOG_FORMAT",
+    help="text: one readable line per entry; json: one JSON object per line.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (0 picks a free port; "
+    "docs/metrics.md). Default: none.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address --metrics-port listens on (no token guards it: keep it local "
+    "or behind a firewall).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def bridge(
     agent: str,
@@ -199,8 +225,14 @@ def bridge(
     sandbox_network: str | None,
     sandbox_writes: tuple[str, ...],
     log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
     command: tuple[str, ...],
 ) -> None:
+    import logging.config
+
+    from mailui4agents import logs
     from mailui4agents.bridge.runners import make_runner
     from mailui4agents.bridge.sandbox import Network, Sandbox
     from mailui4agents.bridge.worker import Bridge, BridgeConfig
@@ -208,12 +240,8 @@ def bridge(
     from mailui4agents.client import ApiError
     from mailui4agents.domain.roots import RootError
 
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("httpx", "httpcore"):  # "debug" means the bridge's own details
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # httpx and httpcore stay at warning: "debug" means the bridge's own details.
+    logging.config.dictConfig(logs.config(log_format, log_level))
     try:
         runner = make_runner(kind, list(command), _options(runner_args))
     except ValueError as exc:
@@ -256,6 +284,8 @@ def bridge(
         sandbox=sandbox,
     )
     log = logging.getLogger(__name__)
+    if metrics_port is not None:
+        settings.metrics = _serve_metrics(kind, metrics_host, metrics_port)
     log.info(
         "bridge for %s: runner %s, concurrency %d, turn timeout %g s, state %s",
         agent, kind, concurrency, turn_timeout, directory,
@@ -274,3 +304,21 @@ def bridge(
         fail(describe(exc))
     except KeyboardInterrupt:
         pass
+
+
+def _serve_metrics(kind: str, host: str, port: int) -> BridgeMetrics:
+    """The bridge's metrics on HOST:PORT/metrics, from a thread of prometheus_client's."""
+    from prometheus_client import start_http_server
+
+    from mailui4agents.bridge.metrics import BridgeMetrics
+
+    metrics = BridgeMetrics(kind)
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        fail(f"--metrics-port {port} on {host}: {exc}")
+    shown = f"[{host}]" if ":" in host else host
+    logging.getLogger(__name__).info(
+        "bridge metrics on http://%s:%d/metrics", shown, server.server_port
+    )
+    return metrics

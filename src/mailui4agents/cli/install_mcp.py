@@ -334,7 +334,15 @@ def approve_claude_project_server(project: str) -> install.Result:
     metavar="SECONDS",
     help="How long ask_human waits for a person; the platform's tool timeout is set above it.",
 )
-def install_mcp(platform_name: str, project: str | None, ask_timeout: int) -> None:
+@click.option(
+    "--channel",
+    is_flag=True,
+    help="claude-code only: run the server as a Claude Code channel (`agentmail mcp "
+    "--channel`): mail arrives in the running session and permission prompts are "
+    "relayed. Start `claude --dangerously-load-development-channels server:agentmail` "
+    "(docs/platforms.md).",
+)
+def install_mcp(platform_name: str, project: str | None, ask_timeout: int, channel: bool) -> None:
     """Register `agentmail mcp` as an MCP server of PLATFORM (claude-code, codex,
     opencode, gemini, zcode; pi has no MCP client and says what to use instead).
 
@@ -346,12 +354,14 @@ def install_mcp(platform_name: str, project: str | None, ask_timeout: int) -> No
     if platform_name in NO_MCP:
         fail(NO_MCP[platform_name])
     platform = PLATFORMS[platform_name]
+    if channel and platform.name != "claude-code":
+        fail("--channel: channels are Claude Code's; other platforms have none")
     try:
         path = config_path_for(platform, project)
     except install.SettingsError as error:
         fail(str(error))
     executable = install.agentmail_executable()
-    command = [executable or "agentmail", "mcp"]
+    command = [executable or "agentmail", "mcp", *(["--channel"] if channel else [])]
     try:
         result = install_server(platform, path, command, ask_timeout)
     except (install.SettingsError, OSError) as error:
@@ -383,5 +393,11 @@ def install_mcp(platform_name: str, project: str | None, ask_timeout: int) -> No
                 "pending approval there; approve it once in `claude` (or use `claude "
                 "--mcp-config .mcp.json`)."
             )
+    if channel:
+        click.echo(
+            "Start Claude Code with `claude --dangerously-load-development-channels "
+            "server:agentmail` (it asks you to confirm at start-up); Claude Code decides "
+            "whether channels are available to your account (docs/platforms.md)."
+        )
     if result.changed and platform.name == "codex" and project is not None:
         click.echo("Codex reads a project's .codex/config.toml only when the project is trusted.")

@@ -52,6 +52,7 @@ COMMANDS = {
     "revoke": "mailui4agents.cli.approvals:revoke",
     "deciders": "mailui4agents.cli.approvals:deciders",
     "rules": "mailui4agents.cli.rules:rules",
+    "audit": "mailui4agents.cli.audit:audit",
     "hook": "mailui4agents.cli.hook:hook",
     "install-hook": "mailui4agents.cli.install_cmd:install_hook",
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 
 import anyio
@@ -10,7 +11,15 @@ import click
 
 
 @click.command("mcp")
-def mcp() -> None:
+@click.option(
+    "--channel",
+    is_flag=True,
+    help="Also be a Claude Code channel: a person's mail arrives in the running "
+    "session and permission prompts are relayed to the session's deciders "
+    "(claude --dangerously-load-development-channels server:agentmail; "
+    "docs/platforms.md).",
+)
+def mcp(channel: bool) -> None:
     """Serve the mail tools to an agent over MCP (stdio).
 
     Tools: send_mail, read_inbox, read_mail, read_thread, forward_mail,
@@ -21,10 +30,14 @@ def mcp() -> None:
     AGENTMAIL_SESSION_ID (the mail session every read is scoped to) and
     AGENTMAIL_ASK_TIMEOUT (seconds ask_human waits; default 50 — keep it below
     the agent platform's tool timeout). stdout is the protocol: logs go to stderr.
+
+    With --channel (Claude Code only): also CLAUDE_CODE_SESSION_ID and
+    CLAUDE_PROJECT_DIR, which Claude Code sets, and AGENTMAIL_OWNER (else the
+    person who ran `agentmail login`), as for the interactive hooks.
     """
     # Imported here: the SDK is only needed by this command.
     from mailui4agents.mcp.server import serve_stdio
 
     logging.basicConfig(level=logging.WARNING, format="agentmail mcp: %(levelname)s %(message)s")
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(serve_stdio)
+        anyio.run(functools.partial(serve_stdio, channel=channel))

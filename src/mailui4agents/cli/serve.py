@@ -81,6 +81,16 @@ def _root_path(value: str) -> str:
 )
 @click.option("--log-level", default="info", show_default=True)
 @click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    envvar="AGENTMAIL_LOG_FORMAT",
+    help="text: one readable line per entry; json: one JSON object per line. Each "
+    "request logs one line with its id (the X-Request-Id header), method, route "
+    'template, status and duration (docs/api.md, "Request ids and logs").',
+)
+@click.option(
     "--forwarded-allow-ips",
     default="",
     envvar="AGENTMAIL_FORWARDED_ALLOW_IPS",
@@ -169,6 +179,7 @@ def serve(
     data_dir: Path,
     database_url: str | None,
     log_level: str,
+    log_format: str,
     forwarded_allow_ips: str,
     tls_cert: Path | None,
     tls_key: Path | None,
@@ -187,6 +198,7 @@ def serve(
     root_path = _root_path(root_path)
     import uvicorn
 
+    from mailui4agents import logs
     from mailui4agents.app import create_app
     from mailui4agents.http_protocol import LOOP, with_header_limits
     from mailui4agents.settings import Settings
@@ -224,6 +236,10 @@ def serve(
         host=host,
         port=port,
         log_level=log_level,
+        log_config=logs.config(log_format, log_level),
+        # Our own line per request replaces uvicorn's (http/observe.py): the
+        # route template, never the path and query (they may hold tokens).
+        access_log=False,
         timeout_graceful_shutdown=5,
         # An idle kept-alive connection is closed by the header timer at
         # header_timeout_s (10 s), not by uvicorn's 5 s: httpx clients keep one

@@ -29,3 +29,20 @@ def via_text(channel: str | None, device: str | None) -> str:
     if channel == "push":
         return " from a notification"
     return _VIA.get(channel or "", "")
+
+
+def actor_text(kind: str, name: str | None, channel: str | None, device: str | None) -> str:
+    """Who or what decided, in words, as the audit trail shows it (docs/audit.md):
+    "ana (push, Ana's phone)", "rule r-7", "grant 5f…", "mode full", "claude's
+    terminal", "timeout", "sandbox"."""
+    text = {
+        "person": f"{name}",
+        "terminal": f"{name}'s terminal",
+        "rule": f"rule {name}",
+        "grant": f"grant {name}",
+        "mode": f"mode {name}" if name else "the mode",
+    }.get(kind, kind)
+    where = [part for part in (channel, device) if part]
+    if kind == "person" and where:
+        text += f" ({', '.join(where)})"
+    return text

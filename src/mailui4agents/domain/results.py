@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mailui4agents.domain.errors import Conflict
 from mailui4agents.wire.models import Duplicate as DuplicateOut
 from mailui4agents.wire.models import MailOut, PermissionOut
 
@@ -24,6 +25,15 @@ class Opened:
     """A permission request was opened (or decided at once by a grant)."""
 
     request: PermissionOut
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A permission request answered at once without opening one (the session's
+    mode, nobody who could decide): `error` is the 409 to answer with once the
+    transaction that recorded the answer (services/audit.py) has committed."""
+
+    error: Conflict
 
 
 @dataclass(frozen=True)

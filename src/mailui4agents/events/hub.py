@@ -168,6 +168,16 @@ class EventHub:
     def connected(self, principal: str) -> int:
         return len(self._subs.get(principal, ()))
 
+    def open_by_kind(self) -> dict[str, int]:
+        """Open streams by kind: `agent` and `human` event streams, `wait` long-polls
+        (read when /metrics is scraped, metrics.py)."""
+        counts = {"agent": 0, "human": 0, "wait": 0}
+        for principal, subs in list(self._subs.items()):
+            streams = sum(1 for sub in subs if sub.keep_rows)
+            counts["wait"] += len(subs) - streams
+            counts["human" if principal.startswith("user:") else "agent"] += streams
+        return counts
+
     # -- writers -------------------------------------------------------------------
 
     def notify(self, principals: Iterable[str]) -> None:

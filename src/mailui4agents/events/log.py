@@ -88,6 +88,8 @@ async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
         rows.append({"principal": p, "type": t, "data": dumped[id(d)], "created_at": now})
     await s.execute(_INSERT_EVENTS, rows)
     s.info.setdefault("notify", set()).update(p for p, _, _ in events)
+    # Counted once committed (metrics.note; Gateway.write): one entry per event.
+    s.info.setdefault("metrics", []).extend(("events", str(t), 1.0) for _, t, _ in events)
 
 
 async def since(s: AsyncSession, principal: str, after: int, limit: int) -> list[EventRow]:

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mailui4agents.hooks.events import NOTHING, event_call, settings_for
 from mailui4agents.hooks.platform import Platform
 from mailui4agents.hooks.race import interactive
+
+if TYPE_CHECKING:
+    from mailui4agents.client.lite import Gateway
 
 #: The hook's whole budget, in seconds (its install timeout is 15 s).
 BUDGET_S = 8.0
@@ -46,7 +49,6 @@ def take(platform: Platform, data: Mapping[str, Any], env: Mapping[str, str]) ->
     if not settings.coordinates.is_agent or settings.owner is None:
         return ""
     from mailui4agents.client import lite
-    from mailui4agents.client.lite import quote
     from mailui4agents.hooks.gateway import connect, mail_session
 
     until = lite.clock() + BUDGET_S
@@ -55,21 +57,7 @@ def take(platform: Platform, data: Mapping[str, Any], env: Mapping[str, str]) ->
         session_id = mail_session(gateway, call, settings, until)
         if session_id is None:
             return ""
-        page = gateway.call_object(
-            "GET",
-            f"/agent/inbox?status=unread&session_id={quote(session_id)}"
-            f"&limit={MAX_MAILS}&body_limit={BODY_CHARS}",
-            until=until,
-        )
-        texts = []
-        for mail in page.get("items") or []:
-            if not isinstance(mail, dict) or not _for_the_agent(mail):
-                continue
-            claimed = gateway.call_object(
-                "POST", "/agent/inbox/read", {"mail_ids": [mail["id"]]}, until=until
-            )
-            if claimed.get("marked") == 1:  # this hook marked it: deliver it once
-                texts.append(_render(mail))
+        texts = [render(mail) for mail in claim(gateway, session_id, until)]
     finally:
         gateway.abort()
     if not texts:
@@ -82,11 +70,42 @@ def take(platform: Platform, data: Mapping[str, Any], env: Mapping[str, str]) ->
     )
 
 
+def claim(gateway: Gateway, session_id: str, until: float) -> list[dict[str, Any]]:
+    """The unread mail of people in ``session_id`` that this caller claimed (at
+    most MAX_MAILS, bodies cut at BODY_CHARS), oldest first: each one marked read
+    with the conditional ``POST /agent/inbox/read``, kept only when this call
+    marked it (``marked: 1``). Every claimant of mail for a running session (these
+    hooks, and the Claude Code channel of mcp/channel.py) claims here, so one mail
+    is handed over once. Raises ApiError / TimeoutError when the inbox cannot be read."""
+    from mailui4agents.client import ApiError
+    from mailui4agents.client.lite import quote
+
+    page = gateway.call_object(
+        "GET",
+        f"/agent/inbox?status=unread&session_id={quote(session_id)}"
+        f"&limit={MAX_MAILS}&body_limit={BODY_CHARS}",
+        until=until,
+    )
+    claimed = []
+    for mail in page.get("items") or []:
+        if not isinstance(mail, dict) or not _for_the_agent(mail):
+            continue
+        try:
+            marked = gateway.call_object(
+                "POST", "/agent/inbox/read", {"mail_ids": [mail["id"]]}, until=until
+            )
+        except (ApiError, TimeoutError):
+            break  # what was claimed so far is handed over; the rest stays unread
+        if marked.get("marked") == 1:  # this caller marked it: hand it over once
+            claimed.append(mail)
+    return claimed
+
+
 def _for_the_agent(mail: Mapping[str, Any]) -> bool:
     return bool(mail.get("from_human")) and mail.get("type") == "message" and "id" in mail
 
 
-def _render(mail: Mapping[str, Any]) -> str:
+def render(mail: Mapping[str, Any]) -> str:
     body = str(mail.get("body") or "")
     cut = (
         " [cut: read the whole mail with the agentmail tools]" if mail.get("body_truncated") else ""

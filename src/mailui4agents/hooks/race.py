@@ -24,7 +24,11 @@ it has no race and no interactive install: docs/platforms.md), with
 The request and the later event are matched by a relay key prefix: a digest of
 the platform, its session id, the tool name and the tool input (the
 ``PermissionRequest`` input carries no tool-use id), plus a random tail per
-request. Only the standard library until a human must be asked.
+request. When the Claude Code channel (``agentmail mcp --channel``) is also
+installed, Claude Code asks both about one dialog: whichever claims the dialog
+first (hooks/claims.py) asks; a hook that lost the claim opens no request and
+waits only to withdraw the channel's on SIGTERM. Only the standard library
+until a human must be asked.
 """
 
 from __future__ import annotations
@@ -33,19 +37,25 @@ import hashlib
 import json
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mailui4agents.domain.policy import classify_tool
 from mailui4agents.hooks.events import NOTHING, event_call, settings_for
 from mailui4agents.hooks.platform import Platform, reason_text
 from mailui4agents.hooks.types import HookDecision, HookSettings, ToolCall
 
+if TYPE_CHECKING:
+    from mailui4agents.client import lite
+
 #: Seconds the withdrawal may take: the platform kills a hook that ignores
 #: SIGTERM about 1.5 s later, and PostToolUse should not hold the agent up.
 WITHDRAW_S = 1.0
 
 PREFIX = "race:"
+#: Seconds a dialog claim outlives the wait it covers (hooks/claims.py).
+CLAIM_MARGIN_S = 5.0
 
 
 def relay_key_prefix(platform: str, session_id: str, tool_name: str, tool_input: Any) -> str:
@@ -144,24 +154,55 @@ def _race(call: ToolCall, settings: HookSettings) -> HookDecision:
     if not call.session_id:
         return ask("no platform session id")
     prefix = relay_key_prefix(settings.platform, call.session_id, call.tool_name, call.tool_input)
-    from mailui4agents.client import lite
-    from mailui4agents.hooks.gateway import ask_gateway, connect
-    from mailui4agents.hooks.outcomes import REFUSED
+    from mailui4agents.hooks import claims
+    from mailui4agents.hooks.gateway import connect
 
+    try:
+        claim = claims.take(settings.env, prefix, settings.timeout_s + CLAIM_MARGIN_S)
+    except OSError as exc:
+        sys.stderr.write(f"agentmail: no dialog claim ({exc}); asking anyway\n")
+        claim = ""
     gateway = connect(settings)
     previous = signal.signal(signal.SIGTERM, _on_term)
     try:
-        decision = ask_gateway(
-            call, settings, gateway, lite.clock() + settings.timeout_s, key_prefix=prefix
-        )
+        if claim is None:
+            # The Claude Code channel (mcp/channel.py) asks about this dialog:
+            # open no second request; stay only to withdraw it if the terminal
+            # answers "No" (SIGTERM), since the channel is never told.
+            path = claims.claim_path(settings.env, prefix)
+            sys.stderr.write("agentmail: the Claude Code channel asks about this dialog\n")
+            sys.stderr.flush()
+            claims.wait_released(path, time.monotonic() + settings.timeout_s)
+            return ask("asked through the Claude Code channel")
+        decision = ask_remotely(call, settings, gateway, prefix)
     except _Stopped:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         gateway.abort()
-        _withdraw(settings, prefix)
+        withdraw(settings, prefix)
         return ask("the terminal answered first")
     finally:
         if signal.getsignal(signal.SIGTERM) is _on_term:
             signal.signal(signal.SIGTERM, previous)
+        if claim:
+            claims.release(claim)
+    return decision
+
+
+def ask_remotely(
+    call: ToolCall, settings: HookSettings, gateway: lite.Gateway, prefix: str
+) -> HookDecision:
+    """Ask the session's deciders about ``call`` (relay key ``prefix`` + a random
+    tail) while the terminal's dialog is up, and wait. ``ask`` when the remote
+    side cannot answer, so the dialog decides. Shared by the ``PermissionRequest``
+    hook and the Claude Code channel (mcp/channel.py)."""
+    from mailui4agents.client import lite
+    from mailui4agents.hooks.gateway import ask_gateway
+    from mailui4agents.hooks.outcomes import REFUSED
+    from mailui4agents.hooks.types import ask
+
+    decision = ask_gateway(
+        call, settings, gateway, lite.clock() + settings.timeout_s, key_prefix=prefix
+    )
     if decision.verdict == "deny" and decision.reason.startswith(("timed out", REFUSED)):
         # Nobody answered remotely in time, or the gateway would not take the
         # request (say, the owner is not one of the agent's): the dialog is
@@ -171,7 +212,7 @@ def _race(call: ToolCall, settings: HookSettings) -> HookDecision:
     return decision
 
 
-def _withdraw(settings: HookSettings, prefix: str) -> list[str]:
+def withdraw(settings: HookSettings, prefix: str) -> list[str]:
     from mailui4agents.client import ApiError, lite
     from mailui4agents.hooks.gateway import connect
 
@@ -199,7 +240,7 @@ def post_tool_use(
         settings = settings_for(platform, data, env)
         if not settings.coordinates.is_agent:
             return NOTHING
-        _withdraw(
+        withdraw(
             settings,
             relay_key_prefix(settings.platform, call.session_id, call.tool_name, call.tool_input),
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -458,7 +459,14 @@ def _as_text(data: bytes) -> str | None:
         return None
 
 
-async def serve_stdio(env: Mapping[str, str] | None = None) -> None:
-    """Run the server on stdin/stdout until the client closes the connection."""
+async def serve_stdio(env: Mapping[str, str] | None = None, *, channel: bool = False) -> None:
+    """Run the server on stdin/stdout until the client closes the connection.
+    ``channel``: also Claude Code's channel protocol (mcp/channel.py)."""
     runtime = Runtime.from_env(env)
-    await build_server(runtime).run_stdio_async()
+    server = build_server(runtime)
+    if not channel:
+        await server.run_stdio_async()
+        return
+    from mailui4agents.mcp.channel import Channel
+
+    await Channel(runtime, os.environ if env is None else env).serve(server)

@@ -20,6 +20,7 @@ from sqlalchemy import CursorResult, Table, bindparam, insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from mailui4agents import metrics
 from mailui4agents.db.base import new_id
 from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
 from mailui4agents.db.types import utcnow
@@ -87,6 +88,7 @@ async def deliver(
     key = inserted.inserted_primary_key
     assert key is not None  # a single-row insert
     mail = MailRow(seq=key[0], **values)
+    metrics.note(s, "mails", str(type_))
     # One statement for all recipients: row by row, a mail to 100 recipients
     # made 100 round trips inside the one write transaction. Nothing is read
     # back: the rows are what was written (ids are never shown).

@@ -18,7 +18,7 @@ from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, 
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.errors import invalid_value, not_found
 from mailui4agents.domain.grants import new_grant
-from mailui4agents.services import access, permissions, push
+from mailui4agents.services import access, audit, permissions, push
 from mailui4agents.services.principals import Principal
 from mailui4agents.wire.models import PermissionOut
 
@@ -189,6 +189,7 @@ async def decide(
         await s.refresh(row)
         raise permissions.already_decided(row)
     permissions.settled(row, **settled)
+    await audit.record_settled(s, row, actor_kind="person", actor=human.name)
     await permissions.announce(
         s, session, row, sender=human.name, sender_human=True, deciders=deciders
     )

@@ -20,6 +20,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from mailui4agents import metrics
 from mailui4agents.db.base import new_id
 from mailui4agents.db.tables import GrantRow, PermissionRow, SessionDeciderRow, SessionRow
 from mailui4agents.db.types import utcnow
@@ -33,6 +34,7 @@ from mailui4agents.domain.rules import Decision, model_reason
 from mailui4agents.events import log
 from mailui4agents.services import (
     access,
+    audit,
     delivery,
     email_request,
     notify_policy,
@@ -120,6 +122,7 @@ _INSERT_PERMISSION = {
 }
 
 
+@audit.audited  # every answer recorded in this transaction (services/audit.py)
 async def create_request(
     s: AsyncSession,
     agent: Principal,
@@ -285,7 +288,11 @@ async def _insert(s: AsyncSession, row: PermissionRow) -> bool:
     """Insert; False when a concurrent request took the relay key first."""
     values = {c.key: getattr(row, c.key) for c in _PERMISSIONS.columns}
     result = await s.execute(_INSERT_PERMISSION[s.get_bind().dialect.name], values)
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    if not result.rowcount:  # type: ignore[attr-defined]
+        return False
+    # asked (pending), or approved/denied at once by a grant or a rule (metrics.py)
+    metrics.note(s, "permission_requests", "asked" if row.status == "pending" else row.status)
+    return True
 
 
 async def _duplicate(s: AsyncSession, agent: str, relay_key: str) -> Duplicate:

@@ -13,17 +13,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from mailui4agents import metrics
 from mailui4agents.db.tables import PermissionRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.decided_via import via_text
 from mailui4agents.domain.errors import Conflict, not_found
 from mailui4agents.domain.mail_types import MailType, Recipient
 from mailui4agents.domain.times import rfc3339
-from mailui4agents.services import access, delivery, push
+from mailui4agents.services import access, audit, delivery, push
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.services.session_summary import get_session
 from mailui4agents.wire.events import EventType
@@ -145,6 +146,15 @@ def settled(row: PermissionRow, **values: Any) -> None:
         set_committed_value(row, key, value)
 
 
+def _count_settled(s: AsyncSession, row: PermissionRow, by_person: bool) -> None:
+    """The settlement's metrics (metrics.py), counted once committed: its status,
+    and the time a person took to decide."""
+    metrics.note(s, "permission_decisions", row.status)
+    if by_person and row.decided_at is not None and row.created_at is not None:
+        waited = (row.decided_at - row.created_at).total_seconds()
+        metrics.note(s, "decision_seconds", row.status, max(0.0, waited))
+
+
 async def announce(
     s: AsyncSession,
     session: SessionRow,
@@ -166,6 +176,7 @@ async def announce(
         body += "\nAnswer: " + ", ".join(row.answers)
     if row.note:
         body += f"\nNote from {row.decided_by}: {row.note}"
+    _count_settled(s, row, sender_human)
     humans = await access.deciders(s, session.id) if deciders is None else deciders
     targets = [principal_key(row.agent_name, False), *(principal_key(h, True) for h in humans)]
     event = decision_event(row)
@@ -184,8 +195,17 @@ async def announce(
 
 
 async def _close(
-    s: AsyncSession, rows: list[PermissionRow], status: str, by: str, channel: str = "system"
+    s: AsyncSession,
+    rows: list[PermissionRow],
+    status: str,
+    by: str,
+    *,
+    channel: str = "system",
+    actor: tuple[str, str | None],
+    reason: str,
 ) -> int:
+    """Close `rows` that are still pending as `status`, each with its audit row
+    (`actor`: its kind and name, services/audit.py)."""
     closed = 0
     now = utcnow()
     # Nobody decided here: the gateway settled it, or the agent's terminal
@@ -208,6 +228,7 @@ async def _close(
         if not result.rowcount:  # type: ignore[attr-defined]
             continue  # decided meanwhile (another replica or a human)
         settled(row, **values)
+        await audit.record_settled(s, row, actor_kind=actor[0], actor=actor[1], reason=reason)
         session = await get_session(s, row.session_id)
         await announce(s, session, row, sender="system", sender_human=False)
         await push.queue_settled(s, row)
@@ -223,7 +244,8 @@ async def expire_due(s: AsyncSession, session_id: str | None = None) -> int:
     if session_id is not None:
         stmt = stmt.where(PermissionRow.session_id == session_id)
     rows = list((await s.scalars(stmt.limit(200))).all())
-    return await _close(s, rows, "expired", "system")
+    reason = "nobody decided before the request's deadline"
+    return await _close(s, rows, "expired", "system", actor=("timeout", None), reason=reason)
 
 
 async def any_due(s: AsyncSession) -> bool:
@@ -245,7 +267,8 @@ async def cancel_pending(s: AsyncSession, session_id: str, by: str) -> int:
             )
         ).all()
     )
-    return await _close(s, rows, "cancelled", by)
+    reason = "the session was archived"
+    return await _close(s, rows, "cancelled", by, actor=("person", by), reason=reason)
 
 
 #: How many pending requests one withdrawal may close (a terminal answers one
@@ -274,7 +297,15 @@ async def withdraw_answered(s: AsyncSession, agent: Principal, relay_key_prefix:
         ).all()
     )
     closed = rows
-    await _close(s, closed, "cancelled", agent.name, channel="terminal")
+    await _close(
+        s,
+        closed,
+        "cancelled",
+        agent.name,
+        channel="terminal",
+        actor=("terminal", agent.name),
+        reason="answered in the agent's terminal",
+    )
     return [row.id for row in closed if row.decided_channel == "terminal"]
 
 
@@ -299,3 +330,11 @@ async def list_for_human(
         stmt = stmt.where(PermissionRow.session_id == session_id)
     stmt = stmt.order_by(PermissionRow.created_at.desc()).limit(limit)
     return [permission_out(p, sess) for p, sess in (await s.execute(stmt)).all()]
+
+
+async def count_pending(s: AsyncSession) -> int:
+    """Requests waiting for a decision, in one COUNT (GET /metrics)."""
+    n = await s.scalar(
+        select(func.count()).select_from(PermissionRow).where(PermissionRow.status == "pending")
+    )
+    return int(n or 0)

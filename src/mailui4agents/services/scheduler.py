@@ -13,6 +13,7 @@ in services/calendar_due.py). docs/postgres.md."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -211,6 +212,7 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
     last_sweep: float | None = None
     last_notify: float | None = None
     while not stop.is_set():
+        started = time.monotonic()
         try:
             await tick(gw)
         except Exception:  # keep the scheduler alive; the next pass retries
@@ -246,5 +248,8 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
                     await waiting.sweep(s, clock())
             except Exception:  # the next sweep retries
                 log.exception("push or e-mail outbox sweep failed")
+        gw.scheduler_done_at = time.monotonic()  # its lag (metrics.py)
+        if gw.metrics is not None:
+            gw.metrics.scheduler_pass.observe(gw.scheduler_done_at - started)
         with anyio.move_on_after(gw.settings.scheduler_interval_s):
             await stop.wait()
