@@ -1,12 +1,15 @@
 # Two commands matter: `make run` (start the gateway) and `make test` (everything CI runs).
-# Both create .venv and install what they need on first use.
+# Both create .venv and install what they need on first use: `make run` only what
+# running needs (the package and its runtime dependencies), `make test` and `make
+# check` the dev tools too. `make dist` builds the wheel and sdist into dist/.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+RUN_STAMP := $(VENV)/.run-stamp
 
-.PHONY: run test check lint typecheck pytest bench clean
+.PHONY: run test check lint typecheck pytest bench dist clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,8 +17,19 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m compileall -q src  # an editable install has no bytecode of its own
 	touch $(STAMP)
 
-run: $(STAMP)
+# Runtime only: no test, lint or build tool (docs/install.md).
+$(RUN_STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e .
+	$(BIN)/python -m compileall -q src
+	touch $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/agentmail serve $(ARGS)
+
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

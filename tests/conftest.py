@@ -380,7 +380,9 @@ async def live(gateway_process: GatewayProcess) -> AsyncIterator[Api]:
 
 FAST_TIER = os.environ.get("AGENTMAIL_TEST_TIER", "") == "fast"
 # Whole folders of tests that start processes: gateways, bridges, hooks, the CLI.
-_PROCESS_FOLDERS = ("tests/bridge/", "tests/hooks/", "tests/cli/", "tests/e2e/")
+_PROCESS_FOLDERS = (
+    "tests/bridge/", "tests/hooks/", "tests/cli/", "tests/e2e/", "tests/install/",
+)  # fmt: skip
 _PROCESS_FIXTURES = {"gateway_process", "live", "shared_gateway", "browser", "page"}
 
 

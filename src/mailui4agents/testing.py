@@ -32,6 +32,12 @@ class GatewayProcess:
     env: dict[str, str]
     port: int = 0
     extra_args: list[str] = field(default_factory=list)
+    #: What runs `agentmail`: this interpreter on the importable package, or an
+    #: installed console script (tests/install/ runs the built wheel's).
+    command: list[str] = field(
+        default_factory=lambda: [sys.executable, "-m", "mailui4agents.cli.main"]
+    )
+    cwd: Path | None = None
     proc: subprocess.Popen[str] | None = None
     output: list[str] = field(default_factory=list)
     _pump: threading.Thread | None = None
@@ -46,11 +52,12 @@ class GatewayProcess:
         self.port = port
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "mailui4agents.cli.main", "serve",
+                *self.command, "serve",
                 "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(self.data_dir),
                 "--log-level", "warning", *self.extra_args,
             ],
             env=self.env,
+            cwd=self.cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -40,6 +40,9 @@ class BridgeProcess:
     env: dict[str, str]
     #: What runs `agentmail` (the real CLI, or a script that wraps it).
     entry: tuple[str, ...] = ("-m", "mailui4agents.cli.main")
+    #: The program `entry` follows (tests/install/ runs an installed `agentmail`).
+    executable: str = sys.executable
+    cwd: Path | None = None
     proc: subprocess.Popen[str] | None = None
     output: list[str] = field(default_factory=list)
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -48,8 +51,9 @@ class BridgeProcess:
     def start(self, timeout: float = 30.0) -> BridgeProcess:
         self._ready = threading.Event()
         self.proc = subprocess.Popen(
-            [sys.executable, *self.entry, "bridge", *self.args],
+            [self.executable, *self.entry, "bridge", *self.args],
             env=self.env,
+            cwd=self.cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
