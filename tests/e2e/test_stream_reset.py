@@ -5,6 +5,7 @@ nothing; the Python client moves its cursor back and surfaces the reset."""
 from __future__ import annotations
 
 from contextlib import aclosing
+from typing import Any
 
 import anyio
 import pytest
@@ -34,6 +35,34 @@ async def head_after_one_mail(live: Api) -> tuple[str, int]:
 
 def new_mails(got: list[Got]) -> list[str]:
     return [g.data["subject"] for g in got if g.type == "new_mail"]
+
+
+async def client_until_new_mail(
+    gateway_process: GatewayProcess, live: Api, key: str, resume: int, subject: str
+) -> tuple[list[tuple[str, int | None, dict[str, Any]]], list[str]]:
+    """The Python client's events from `resume` until the `new_mail` of a mail ana
+    sends (`subject`) once the stream is open; then the subjects of the unread inbox."""
+    connected = anyio.Event()
+    seen: list[tuple[str, int | None, dict[str, Any]]] = []
+    config = ClientConfig(url=gateway_process.url, key=key)
+    async with AsyncClient(config, reconnect_initial=0.05, reconnect_cap=0.5) as client:
+        stream = client.events(resume, on_connect=connected.set)
+        async with aclosing(stream):
+            with anyio.fail_after(30):
+
+                async def reader() -> None:
+                    async for event in stream:
+                        seen.append((event.type, event.id, event.data))
+                        if event.type == "new_mail":
+                            return
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(reader)
+                    await connected.wait()
+                    r = await live.send("ana", ["claude@/srv/a"], subject=subject)
+                    assert r.status_code == 201
+        inbox = await client.inbox(status="unread", limit=50)
+    return seen, [item.subject for item in inbox.items]
 
 
 async def test_a_cursor_ahead_of_the_log_gets_a_reset_event_then_new_events(live: Api) -> None:
@@ -82,26 +111,8 @@ async def test_the_client_surfaces_a_reset_and_then_delivers_lower_ids(
     gateway_process: GatewayProcess, live: Api
 ) -> None:
     key, _ = await head_after_one_mail(live)
-    connected = anyio.Event()
-    seen: list[tuple[str, int | None]] = []
-    config = ClientConfig(url=gateway_process.url, key=key)
-    async with AsyncClient(config, reconnect_initial=0.05, reconnect_cap=0.5) as client:
-        stream = client.events(AHEAD, on_connect=connected.set)
-        async with aclosing(stream):
-            with anyio.fail_after(30):
-
-                async def reader() -> None:
-                    async for event in stream:
-                        seen.append((event.type, event.id))
-                        if event.type == "new_mail":
-                            return
-
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(reader)
-                    await connected.wait()
-                    r = await live.send("ana", ["claude@/srv/a"], subject="after")
-                    assert r.status_code == 201
-    (first, head), (second, mail_id) = seen
+    seen, _ = await client_until_new_mail(gateway_process, live, key, AHEAD, "after")
+    (first, head, _), (second, mail_id, _) = seen
     assert first == "reset" and second == "new_mail"
     assert head is not None and mail_id is not None and head < mail_id < AHEAD
 
@@ -152,32 +163,13 @@ async def test_a_stream_resuming_from_before_the_window_is_reset_and_the_inbox_h
     floor = await _compact_all_but_newest(_database_url(gateway_process, request))
     assert floor > first_seen
 
-    connected = anyio.Event()
-    seen: list[tuple[str, dict[str, object]]] = []
-    config = ClientConfig(url=gateway_process.url, key=key)
-    async with AsyncClient(config, reconnect_initial=0.05, reconnect_cap=0.5) as client:
-        stream = client.events(first_seen, on_connect=connected.set)
-        async with aclosing(stream):
-            with anyio.fail_after(30):
-
-                async def reader() -> None:
-                    async for event in stream:
-                        seen.append((event.type, event.data))
-                        if event.type == "new_mail":
-                            return
-
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(reader)
-                    await connected.wait()
-                    r = await live.send("ana", ["claude@/srv/a"], subject="new")
-                    assert r.status_code == 201
-        inbox = await client.inbox(status="unread", limit=50)
-    (kind, reset), (after, mail) = seen
+    seen, unread = await client_until_new_mail(gateway_process, live, key, first_seen, "new")
+    (kind, _, reset), (after, _, mail) = seen
     assert kind == "reset" and after == "new_mail"
     assert reset["reason"] == "replay_window_exceeded"
     assert reset["message"] == WINDOW_EXCEEDED and reset["last_event_id"] == first_seen
     assert mail["subject"] == "new"
-    assert sorted(i.subject for i in inbox.items) == ["new", "old 0", "old 1", "old 2"]
+    assert sorted(unread) == ["new", "old 0", "old 1", "old 2"]
 
     # The negative control: resuming from the floor itself has lost nothing.
     async def send_after() -> None:
