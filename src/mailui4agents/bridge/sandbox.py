@@ -359,6 +359,38 @@ class Sandbox:
         """No sandbox for this runner (its tools do not run in the turn's process)."""
         self._record(Proof(ok=False, reason=reason))
 
+    async def for_turn(
+        self,
+        mode: Mode,
+        workspace: Path,
+        turn_dir: Path,
+        env: dict[str, str],
+        *,
+        unsupported: str | None,
+        writable: Sequence[str],
+        ports: Sequence[int],
+    ) -> tuple[Box | None, Check | None]:
+        """The turn's boundary, or None (then the turn runs as before and every
+        guarded call is asked: docs/sandbox.md, "Fallback"). `unsupported`: the
+        runner's reason it cannot be confined. A proven boundary in plan or
+        workspace mode is told to the turn's hooks (``AGENTMAIL_SANDBOX``): by the
+        bridge after a separate probe, or — once the sandbox was proven — by the
+        turn's own launcher after its canaries (the ``Check``)."""
+        if unsupported is not None:
+            self.refuse(unsupported)
+            return None, None
+        box = self.box(mode, workspace, turn_dir, writable, env, ports)
+        box.tmp_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        check = self.turn_check(box)
+        if check is None:
+            proof = await self.prove(box)
+            if not proof.ok:
+                return None, None
+            if mode != "full":  # full mode writes anywhere: nothing to vouch for
+                env[ENV_FLAG] = PROVEN
+        env["TMPDIR"] = str(box.tmp_dir)
+        return box, check
+
     def _record(self, proof: Proof) -> Proof:
         before = self.status
         if proof.ok:

@@ -28,6 +28,7 @@ from mailui4agents.bridge import failures, replies
 from mailui4agents.bridge.activity import Activity, Board
 from mailui4agents.bridge.failures import Failure
 from mailui4agents.bridge.ledger import Ledger
+from mailui4agents.bridge.outcome import final_text, read_sent, turn_failure
 from mailui4agents.bridge.park import ParkServer, ParkState
 from mailui4agents.bridge.pool import Slot
 from mailui4agents.bridge.process import ProcessResult, run_process
@@ -42,17 +43,14 @@ from mailui4agents.bridge.prompt import (
 from mailui4agents.bridge.results import Results, TurnResult
 from mailui4agents.bridge.runners.base import (
     Denied,
-    FinalText,
     Launch,
     MailSent,
     Runner,
     SessionStarted,
-    Text,
     TurnContext,
-    TurnError,
     TurnEvent,
 )
-from mailui4agents.bridge.sandbox import ENV_FLAG, PROVEN, Box, Check, Sandbox
+from mailui4agents.bridge.sandbox import ENV_FLAG, Box, Sandbox
 from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
 
@@ -343,7 +341,14 @@ class TurnHandler:
             AGENTMAIL_SENT_LOG=str(turn_dir / "sent.log"),
         )
         env.pop(ENV_FLAG, None)  # only this bridge's own proof may set it
-        box, check = await self._sandbox_box(mode, workspace, turn_dir, env)
+        box, check = None, None
+        if self.sandbox is not None:
+            box, check = await self.sandbox.for_turn(
+                mode, workspace, turn_dir, env,
+                unsupported=self.runner.sandbox_unsupported(),
+                writable=self.runner.sandbox_writable(env, self.s.state_dir),
+                ports=self.runner.model_ports(env),
+            )  # fmt: skip
         prompt = build_prompt(
             PromptInput(
                 mail=prompt_mail(mail, str(workspace)),
@@ -419,40 +424,11 @@ class TurnHandler:
             self.park.turns.pop(token, None)
             if park.parked:
                 slot.unpark()
-            result_sent = _read_sent(turn_dir / "sent.log")
+            result_sent = read_sent(turn_dir / "sent.log")
             if check is not None and self.sandbox is not None:
                 self.sandbox.settle(check, ran=bool(started))
             shutil.rmtree(turn_dir, ignore_errors=True)
         return result, platform_id, result_sent
-
-    async def _sandbox_box(
-        self, mode: Mode, workspace: Path, turn_dir: Path, env: dict[str, str]
-    ) -> tuple[Box | None, Check | None]:
-        """The turn's boundary, or None (then the turn runs as before and every
-        guarded call is asked: docs/sandbox.md, "Fallback"). A proven boundary in
-        plan or workspace mode is told to the turn's hooks (``AGENTMAIL_SANDBOX``):
-        by the bridge after a separate probe, or — once the sandbox was proven — by
-        the turn's own launcher after its canaries (the ``Check``)."""
-        if self.sandbox is None:
-            return None, None
-        not_here = self.runner.sandbox_unsupported()
-        if not_here is not None:
-            self.sandbox.refuse(not_here)
-            return None, None
-        box = self.sandbox.box(
-            mode, workspace, turn_dir, self.runner.sandbox_writable(env, self.s.state_dir), env,
-            self.runner.model_ports(env),
-        )  # fmt: skip
-        box.tmp_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        check = self.sandbox.turn_check(box)
-        if check is None:
-            proof = await self.sandbox.prove(box)
-            if not proof.ok:
-                return None, None
-            if mode != "full":  # full mode writes anywhere: nothing to vouch for
-                env[ENV_FLAG] = PROVEN
-        env["TMPDIR"] = str(box.tmp_dir)
-        return box, check
 
     def _enforcement(self, mode: Mode, box: Box | None) -> Enforcement:
         """A proven boundary is the kernel's: native in plan and workspace."""
@@ -595,14 +571,6 @@ class TurnHandler:
             logger.warning("could not mark mail %s read: %s", job.mail_id, exc)
 
 
-def _read_sent(path: Path) -> list[str]:
-    """The mail ids the turn's processes sent (see ``AGENTMAIL_SENT_LOG``)."""
-    try:
-        return [line for line in path.read_text().split() if line]
-    except OSError:
-        return []
-
-
 def _ticks(pid: int) -> int | None:
     from mailui4agents.bridge.process import start_ticks
 
@@ -629,30 +597,3 @@ def prompt_mail(mail: MailOut, workspace: str) -> PromptMail:
         ),
         in_reply_to=mail.parent_mail_id,
     )
-
-
-def final_text(events: list[TurnEvent]) -> str:
-    """The platform's final answer, else every text the model said."""
-    texts: list[str] = []
-    for event in events:
-        if isinstance(event, FinalText):
-            texts = [event.text]
-        elif isinstance(event, Text):
-            texts.append(event.text)
-    return "\n".join(texts)
-
-
-def turn_failure(result: ProcessResult, *, resumed: bool, runner: Runner) -> Failure | None:
-    """Why the turn failed, or None when it completed."""
-    if result.spawn_error is not None:
-        return Failure("cli_missing", result.spawn_error)
-    if result.timed_out:
-        return Failure(
-            "timeout", f"stopped after the turn timeout; last stderr:\n{result.stderr_tail}"
-        )
-    errors = [e.message for e in result.events if isinstance(e, TurnError)]
-    if not errors and result.returncode == 0:
-        return None
-    status = f"{runner.name} exited with status {result.returncode}"
-    detail = "\n".join([*errors, status, result.stderr_tail]).strip()
-    return failures.classify(detail, resumed=resumed)
