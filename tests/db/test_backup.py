@@ -15,6 +15,7 @@ import pytest
 
 from mailui4agents import data_lock
 from mailui4agents.ops import backup as bk
+from mailui4agents.ops import restore as rs
 from tests.conftest import copy_template
 
 
@@ -65,7 +66,7 @@ def test_backup_copies_the_blobs_the_copy_names_and_restore_round_trips(
     assert report.manifest.counts["blobs"] == 1 and report.attempts == 1
 
     out = tmp_path / "restored"
-    bk.restore(tmp_path / "b", out)
+    rs.restore(tmp_path / "b", out)
     assert (out / "blobs" / sha[:2] / sha).read_bytes() == b"attached bytes"
     assert (out / "vapid_private.pem").read_text() == "key"
     assert not (out / "blobs" / stray[:2] / stray).exists()
@@ -131,7 +132,7 @@ def test_a_manifest_naming_a_path_outside_the_backup_is_refused(
     files = data["files"] | {"../outside": {"sha256": "0" * 64, "size": 1}}
     rewrite_manifest(backup_dir, {"files": files})
     with pytest.raises(bk.BackupError, match=re.escape("'../outside' is not a file of a backup")):
-        bk.restore(backup_dir, tmp_path / "out")
+        rs.restore(backup_dir, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -142,19 +143,19 @@ def test_a_file_not_in_the_manifest_or_missing_is_refused_by_name(
     extra.parent.mkdir(exist_ok=True)
     extra.write_text("x")
     with pytest.raises(bk.BackupError, match=re.escape(f"{extra}: not listed in the manifest")):
-        bk.restore(backup_dir, tmp_path / "out")
+        rs.restore(backup_dir, tmp_path / "out")
     extra.unlink()
     db = backup_dir / "agentmail.db"
     db.unlink()
     with pytest.raises(bk.BackupError, match=re.escape(f"{db}: missing")):
-        bk.restore(backup_dir, tmp_path / "out")
+        rs.restore(backup_dir, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
 def test_a_backup_of_a_newer_schema_is_refused(backup_dir: Path, tmp_path: Path) -> None:
     rewrite_manifest(backup_dir, {"schema_revision": "9999"})
     with pytest.raises(bk.BackupError, match="schema 9999"):
-        bk.restore(backup_dir, tmp_path / "out")
+        rs.restore(backup_dir, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -162,10 +163,10 @@ def test_restore_into_an_empty_existing_dir_and_a_sqlite_backup_with_a_url(
     backup_dir: Path, tmp_path: Path
 ) -> None:
     with pytest.raises(bk.BackupError, match="leave out --database-url"):
-        bk.restore(backup_dir, tmp_path / "out", "postgresql://u@localhost/x")
+        rs.restore(backup_dir, tmp_path / "out", "postgresql://u@localhost/x")
     empty = tmp_path / "empty"
     empty.mkdir()
-    bk.restore(backup_dir, empty)
+    rs.restore(backup_dir, empty)
     assert (empty / "agentmail.db").is_file()
     assert oct(empty.stat().st_mode & 0o777) == "0o700"
     shutil.rmtree(empty)

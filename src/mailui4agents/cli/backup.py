@@ -65,7 +65,7 @@ def restore(src: Path, data_dir: Path, database_url: str | None) -> None:
     """Restore the backup SRC into DATA_DIR, which must be new or empty and not in
     use by a gateway. Every file's SHA-256 is checked before anything is written."""
     from mailui4agents.ops.backup import BackupError
-    from mailui4agents.ops.backup import restore as run_restore
+    from mailui4agents.ops.restore import restore as run_restore
 
     try:
         report = run_restore(src, data_dir, _pg(database_url))
