@@ -1,4 +1,6 @@
-"""One real gateway per test module; each test makes its own agent and bridges."""
+"""One real gateway per test module; each test makes its own agent and bridges.
+Also the pieces of the real-Claude-Code tests: the CLI, the deciding owner and a
+tmux terminal whose last screen is kept for a failing test."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import httpx
 import pytest
 
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+from tests.bridge.agent_clis import require
 from tests.bridge.harness import Agent, Human
+from tests.bridge.tmux import Terminal
 from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
 
 
@@ -75,3 +79,24 @@ def pytest_runtest_makereport(
     if agent.log_path.exists():
         report.sections.append(("fake agent records (tail)", agent.log_path.read_text()[-3000:]))
     return report
+
+
+@pytest.fixture(scope="module")
+def claude_bin() -> Path:
+    return require("@anthropic-ai/claude-code")
+
+
+@pytest.fixture
+def owner(human: Human) -> Human:
+    """The agent's owner (the harness's agents belong to admin), who decides."""
+    return Human(human.http, human.admin_token, human.admin_token, name="admin")
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    term = Terminal(tmp_path / "tmux.sock")
+    try:
+        yield term
+    finally:
+        (tmp_path / "screen.txt").write_text(term.screen())  # for a failing test
+        term.close()

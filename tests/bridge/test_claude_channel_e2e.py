@@ -27,7 +27,6 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.bridge.agent_clis import require
 from tests.bridge.harness import Agent, Human
 from tests.bridge.tmux import REPO, Terminal
 from tests.fakes.model_server import ModelServer, Reply, bash_then_answer, last_user_content
@@ -40,31 +39,10 @@ DEV_WARNING = "--dangerously-load-development-channels is for local channel deve
 ROLLOUT = {"tengu_harbor": True, "tengu_harbor_permissions": True}
 
 
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require("@anthropic-ai/claude-code")
-
-
 @pytest.fixture
 def model() -> Iterator[ModelServer]:
     with ModelServer(bash_then_answer(MARKER, "DONE")) as server:
         yield server
-
-
-@pytest.fixture
-def owner(human: Human) -> Human:
-    """The agent's owner (the harness's agents belong to admin), who decides."""
-    return Human(human.http, human.admin_token, human.admin_token, name="admin")
-
-
-@pytest.fixture
-def terminal(tmp_path: Path) -> Iterator[Terminal]:
-    term = Terminal(tmp_path / "tmux.sock")
-    try:
-        yield term
-    finally:
-        (tmp_path / "screen.txt").write_text(term.screen())  # for a failing test
-        term.close()
 
 
 async def launch(

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge.agent_clis import require
 from tests.bridge.harness import Agent, BridgeProcess, Human
 from tests.fakes.model_server import (
     ModelServer,
@@ -22,11 +21,6 @@ from tests.fakes.model_server import (
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.slow]
 
 MARKER = "echo hi > marker.txt"
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require("@anthropic-ai/claude-code")
 
 
 @pytest.fixture
