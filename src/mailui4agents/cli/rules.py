@@ -5,6 +5,7 @@ refuses an agent key before anything is sent (cli/approvals.run_as_person)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +102,7 @@ def add(
         return to_json(made)
 
     made = run_as_person(send)
-    if as_json:
-        echo_json(made)
-        return
-    click.echo(f"Added rule {made['id']}: {rule_line(made)}")
+    _said(made, as_json, lambda: f"Added rule {made['id']}: {rule_line(made)}")
 
 
 @rules.command("rm")
@@ -116,22 +114,22 @@ def rm(rule_id: str, as_json: bool) -> None:
     async def drop(client: AsyncClient) -> dict[str, Any]:
         return to_json(await client.remove_rule(rule_id))
 
-    gone = run_as_person(drop)
+    _said(run_as_person(drop), as_json, lambda: f"Removed rule {rule_id}.")
+
+
+def _said(result: dict[str, Any], as_json: bool, line: Callable[[], str]) -> None:
+    """A command's answer: the rule as JSON, or its line for people."""
     if as_json:
-        echo_json(gone)
-        return
-    click.echo(f"Removed rule {rule_id}.")
+        echo_json(result)
+    else:
+        click.echo(line())
 
 
 def _switch(rule_id: str, *, enabled: bool, as_json: bool) -> None:
     async def flip(client: AsyncClient) -> dict[str, Any]:
         return to_json(await client.switch_rule(rule_id, enabled))
 
-    done = run_as_person(flip)
-    if as_json:
-        echo_json(done)
-        return
-    click.echo(f"Rule {rule_id} is {'on' if enabled else 'off'}.")
+    _said(run_as_person(flip), as_json, lambda: f"Rule {rule_id} is {'on' if enabled else 'off'}.")
 
 
 @rules.command("enable")
