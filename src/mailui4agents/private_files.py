@@ -9,6 +9,7 @@ otherwise leave a directory the gateway cannot write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -50,3 +51,14 @@ def create_private(path: Path) -> int:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     os.fchmod(fd, FILE_MODE)
     return fd
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file or a directory to disk. A rename is durable only once its
+    directory is synced (POSIX); a file system that refuses is left as it is."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -20,7 +20,6 @@ times), so the backup never holds a row whose blob it lacks.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mailui4agents import __version__, data_lock
-from mailui4agents.private_files import DIR_MODE, create_private, private_dir
+from mailui4agents.private_files import DIR_MODE, create_private, fsync_path, private_dir
 
 FORMAT = "agentmail-backup"
 FORMAT_VERSION = 1
@@ -159,15 +158,6 @@ def now_iso() -> str:
 # --- files -------------------------------------------------------------------------
 
 
-def _fsync(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def sha256_of(path: Path) -> tuple[str, int]:
     h = hashlib.sha256()
     size = 0
@@ -195,7 +185,7 @@ def copy_hashed(src: Path, dst: Path) -> tuple[str, int]:
 
 def _fsync_tree(root: Path) -> None:
     for dirpath, _dirs, _files in os.walk(root):
-        _fsync(Path(dirpath))
+        fsync_path(Path(dirpath))
 
 
 def _temp_beside(target: Path, what: str) -> Path:
@@ -413,7 +403,7 @@ def backup(data_dir: Path, dest: Path, database_url: str | None = None) -> Backu
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise BackupError(f"{dest}: cannot move the finished backup there: {exc}") from None
-        _fsync(dest.parent)
+        fsync_path(dest.parent)
         return BackupReport(path=dest, manifest=manifest, attempts=attempt)
     raise AssertionError("unreachable")
 

@@ -19,7 +19,6 @@ from mailui4agents.ops.backup import (
     SQLITE_FILE,
     BackupError,
     Manifest,
-    _fsync,
     _fsync_tree,
     _sqlite_facts,
     _temp_beside,
@@ -27,6 +26,7 @@ from mailui4agents.ops.backup import (
     libpq_url,
     sha256_of,
 )
+from mailui4agents.private_files import fsync_path
 
 
 def _backup_files(src: Path) -> Iterator[str]:
@@ -137,7 +137,7 @@ def restore(src: Path, data_dir: Path, database_url: str | None = None) -> Resto
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync(data_dir.parent)
+    fsync_path(data_dir.parent)
     return RestoreReport(data_dir=data_dir, manifest=manifest)
 
 

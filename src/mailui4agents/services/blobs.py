@@ -51,7 +51,7 @@ from mailui4agents.db.tables import (
     MailAttachmentRow,
 )
 from mailui4agents.domain.errors import TooLarge, not_found
-from mailui4agents.private_files import create_private, private_dir
+from mailui4agents.private_files import create_private, fsync_path, private_dir
 from mailui4agents.settings import Settings
 
 log = logging.getLogger("mailui4agents.blobs")
@@ -158,7 +158,7 @@ class BlobWriter:
         private_dir(final.parent)
         os.replace(self._temp, final)
         self._temp = None
-        _fsync_dir(final.parent)
+        fsync_path(final.parent)
 
     def abort(self) -> None:
         """Forget the upload: close and delete the temp file (safe to call twice)."""
@@ -167,16 +167,6 @@ class BlobWriter:
         if self._temp is not None:
             self._temp.unlink(missing_ok=True)
             self._temp = None
-
-
-def _fsync_dir(path: Path) -> None:
-    # A rename is durable only once its directory is synced (POSIX; not on Windows).
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _locked_row(sha256: str) -> Select[BlobRow]:
