@@ -161,6 +161,15 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
+def contexts(browser: Any) -> Iterator[Any]:
+    """Browser contexts a test opens (one per person); closed when it ends."""
+    made: list[Any] = []
+    yield made
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
 def axe_source() -> str:
     _require(AXE, "axe-core")
     return AXE.read_text()

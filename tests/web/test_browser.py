@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,6 @@ from tests.web.conftest import DESKTOP, PHONE, ROOT, Web
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=10_000)
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def open_as(

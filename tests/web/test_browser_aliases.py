@@ -5,7 +5,6 @@ section scrolls no page sideways and its buttons are big enough to touch."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
@@ -15,14 +14,6 @@ from tests.web.test_browser import no_horizontal_scroll, open_as, touch_targets_
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=10_000)
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def test_admin_sets_and_removes_an_alias_on_a_phone(

@@ -8,8 +8,6 @@ No sleeps: Playwright's expectations wait on the DOM with a deadline."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
@@ -20,14 +18,6 @@ pytestmark = pytest.mark.e2e
 expect.set_options(timeout=10_000)
 
 XSS = "<img src=x onerror=alert(1)>"
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def test_the_audit_page_lists_filters_and_escapes(

@@ -6,7 +6,6 @@ agent's stream is read until the calendar mail arrives (with a deadline)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,14 +16,6 @@ from tests.web.test_browser import agent_events_until, no_horizontal_scroll, ope
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=10_000)
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def test_schedule_from_the_form_is_delivered_and_another_is_cancelled_on_a_phone(

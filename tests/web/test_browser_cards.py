@@ -9,7 +9,6 @@ stream is read until the decision frame arrives (with a deadline)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,14 +22,6 @@ expect.set_options(timeout=10_000)
 
 PHONE_390 = {"width": 390, "height": 844}
 LONG = "/srv/" + "very-long-directory-name-without-spaces-" * 6 + "deploy.sh"
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def no_overflow(page: Page, element: Locator) -> None:

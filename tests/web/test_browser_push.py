@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,14 +49,6 @@ pytestmark = pytest.mark.e2e
 expect.set_options(timeout=10_000)
 # Fixtures used by name below (pytest finds them in this module's namespace).
 __all__ = ["hooks", "pushes", "pushweb"]
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def test_a_push_shows_a_notification_with_its_title_tag_and_buttons(

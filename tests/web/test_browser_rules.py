@@ -8,8 +8,6 @@ No sleeps: Playwright's expectations wait on the DOM with a deadline."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
@@ -18,14 +16,6 @@ from tests.web.test_browser import no_horizontal_scroll, open_as
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=10_000)
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def test_a_session_rule_added_with_the_keyboard_denies_and_is_switched_off(

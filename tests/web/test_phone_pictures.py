@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,14 +27,6 @@ from tests.web.test_browser import open_as
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=10_000)
 __all__ = ["pushes", "pushweb"]  # fixtures used by name
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 PHONE_SHOT = {"width": 390, "height": 844}

@@ -30,14 +30,6 @@ expect.set_options(timeout=10_000)
 OFFLINE_TEXT = "The gateway cannot be reached — retrying…"
 
 
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    made: list[BrowserContext] = []
-    yield made
-    for c in made:
-        c.close()
-
-
 def controlled(page: Page) -> None:
     """Wait until the worker is active, then reload: the reloaded page is controlled."""
     page.wait_for_function("() => document.documentElement.dataset.sw === 'registered'")
