@@ -438,7 +438,51 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
             terminalreporter.write_line(f"  skipped: {report.nodeid}", red=True)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's log folder (tests/log_secrets.py): made by the controlling
+    process, inherited by the xdist workers, searched at the end of the run."""
+    import tempfile
+
+    from tests import log_secrets
+
+    if not os.environ.get(log_secrets.TEST_LOGS_ENV):
+        folder = tempfile.mkdtemp(prefix="agentmail-test-logs-")
+        os.environ[log_secrets.TEST_LOGS_ENV] = folder
+        config.stash[_OWN_LOG_FOLDER] = folder
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    log_secrets.capture_in_process(Path(os.environ[log_secrets.TEST_LOGS_ENV]), worker)
+
+
+_OWN_LOG_FOLDER = pytest.StashKey[str]()
+
+
+def _search_logs(session: pytest.Session) -> None:
+    """Zero secrets in every log of the run, or the run fails (tests/log_secrets.py)."""
+    if hasattr(session.config, "workerinput"):
+        return  # a worker: the controller searches once every worker is done
+    from tests import log_secrets
+
+    folder = Path(os.environ[log_secrets.TEST_LOGS_ENV])
+    files, hits = log_secrets.scan(folder)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if hits:
+        if reporter is not None:
+            reporter.write_line(
+                f"log secrets: {len(hits)} line(s) in {folder} hold a secret:", red=True
+            )
+            for hit in hits[:50]:
+                reporter.write_line(f"  {hit}", red=True)
+        if session.exitstatus == 0:
+            session.exitstatus = 1
+        return
+    if reporter is not None and files:
+        reporter.write_line(f"log secrets: {files} log file(s) searched, no secret found")
+    if session.config.stash.get(_OWN_LOG_FOLDER, None) == str(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _search_logs(session)
     if os.environ.get("CI", "").lower() == "true":
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         stats = getattr(reporter, "stats", {}) if reporter is not None else {}

@@ -16,6 +16,26 @@ FAST_HASH_ENV = {"AGENTMAIL_ARGON2_TIME_COST": "1", "AGENTMAIL_ARGON2_MEMORY_KIB
 
 _LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 
+#: A folder the test suite searches for secrets at its end (tests/log_secrets.py):
+#: where it is set, each process started here runs at log level ``info`` and
+#: leaves everything it printed there when it ends.
+TEST_LOGS_ENV = "MAILUI4AGENTS_TEST_LOGS"
+
+
+def log_level() -> str:
+    """``info`` when the suite keeps the logs (every request line), else ``warning``."""
+    return "info" if os.environ.get(TEST_LOGS_ENV) else "warning"
+
+
+def keep_log(kind: str, pid: int, lines: list[str]) -> None:
+    """Leave a finished process's output in the suite's log folder, if there is one."""
+    folder = os.environ.get(TEST_LOGS_ENV)
+    if not folder or not lines:
+        return
+    path = Path(folder) / f"{kind}-{pid}.log"
+    with path.open("a", encoding="utf-8") as out:
+        out.writelines(lines)
+
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without AGENTMAIL_* settings, plus `extra`."""
@@ -54,7 +74,7 @@ class GatewayProcess:
             [
                 *self.command, "serve",
                 "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(self.data_dir),
-                "--log-level", "warning", *self.extra_args,
+                "--log-level", log_level(), *self.extra_args,
             ],
             env=self.env,
             cwd=self.cwd,
@@ -107,3 +127,4 @@ class GatewayProcess:
             self._pump.join(10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        keep_log("gateway", self.proc.pid, self.output)

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import httpx
 
-from mailui4agents.testing import clean_env
+from mailui4agents.testing import clean_env, keep_log
 
 FAKE_AGENT = Path(__file__).resolve().parents[1] / "fakes" / "fake_agent.py"
 CRASHING_BRIDGE = Path(__file__).resolve().parent / "crashing_bridge.py"
@@ -98,6 +98,7 @@ class BridgeProcess:
             self._pump.join(10)
         if self.proc.stderr is not None:
             self.proc.stderr.close()
+        keep_log("bridge", self.proc.pid, self.output)
 
     @property
     def log(self) -> str:
