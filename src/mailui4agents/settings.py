@@ -55,6 +55,21 @@ class Settings(BaseModel):
         "a stream that resumes from before that window gets `reset` (catch up from the "
         "inbox), never a silent gap. 0 keeps every event.",
     )
+    read_log_retention_days: int = Field(
+        default=90,
+        ge=0,
+        le=36500,
+        description="Rows of the read log (who read which mail, when) older than this many "
+        "days are deleted by the hourly sweep. 0 keeps them all.",
+    )
+    request_retention_days: int = Field(
+        default=365,
+        ge=0,
+        le=36500,
+        description="Finished permission requests (decided, expired or cancelled) whose "
+        "deadline is older than this many days are deleted by the hourly sweep, with their "
+        "deliveries; the audit log and the thread's mail keep them. 0 keeps them all.",
+    )
     sse_queue_max: int = Field(
         default=1000,
         ge=1,

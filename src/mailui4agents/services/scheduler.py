@@ -31,6 +31,7 @@ from mailui4agents.services import (
     notify_due,
     permissions,
     push_send,
+    retention,
     waiting,
 )
 from mailui4agents.state import Gateway
@@ -56,10 +57,13 @@ JOB_LOCKS = {
     "notify": 0x6A6F6204,
     "digest": 0x6A6F6205,
     "compact": 0x6A6F6206,
+    "retain": 0x6A6F6207,
 }
 # Compactions one sweep runs at most (each deletes up to log.COMPACT_MOST events in
 # its own transaction); a longer backlog is worked off by the next sweeps.
 COMPACTIONS_PER_SWEEP = 20
+# Retention batches one sweep runs at most per kind (retention.BATCH rows each).
+RETENTION_BATCHES = 20
 
 
 async def run_once(s: AsyncSession, job: str) -> bool:
@@ -203,6 +207,37 @@ async def compact_events(gw: Gateway, now: datetime | None = None) -> int:
     return deleted
 
 
+async def apply_retention(gw: Gateway, now: datetime | None = None) -> tuple[int, int]:
+    """Delete read-log rows and finished requests past their retention
+    (docs/behaviour.md#live-events-sse); (read-log rows, requests) deleted. Reads first,
+    so there is no write when nothing is due; at most RETENTION_BATCHES batches each."""
+    cut = retention.Cutoffs.of(
+        now or utcnow(), gw.settings.read_log_retention_days, gw.settings.request_retention_days
+    )
+    counts = [0, 0]
+    kinds = (
+        (0, cut.read_log, retention.read_log_due, retention.sweep_read_log),
+        (1, cut.requests, retention.requests_due, retention.sweep_requests),
+    )
+    for slot, before, due, sweep in kinds:
+        if before is None:
+            continue
+        for _ in range(RETENTION_BATCHES):
+            async with gw.read() as s:
+                if not await due(s, before):
+                    break
+            async with gw.write() as s:
+                if not await run_once(s, "retain"):
+                    break
+                done = await sweep(s, before)
+            counts[slot] += done
+            if done == 0:
+                break
+    if any(counts):
+        log.info("retention: deleted %d read-log row(s) and %d finished request(s)", *counts)
+    return counts[0], counts[1]
+
+
 async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
     """Run until `stop` is set; a failed pass is logged and retried on the next tick.
 
@@ -241,6 +276,10 @@ async def run(gw: Gateway, stop: anyio.Event, clock: Clock = utcnow) -> None:
                 await compact_events(gw, clock())
             except Exception:  # the next sweep retries
                 log.exception("event compaction failed")
+            try:
+                await apply_retention(gw, clock())
+            except Exception:  # the next sweep retries
+                log.exception("retention sweep failed")
             try:  # pushes sent or failed a day ago (their requests' deliveries stay)
                 async with gw.write() as s:
                     await push_send.sweep(s, clock())
