@@ -1,5 +1,6 @@
 """Build this package as a user gets it (`python -m build`) and install the wheel
-where no source tree is on the path: a fresh virtualenv, or pipx (docs/install.md).
+where no source tree is on the path: a fresh virtualenv, pipx or `uv tool install`
+(docs/install.md).
 
 Every process started from an install runs with an empty PYTHONPATH and its
 working directory outside the repository, so `import mailui4agents` can only
@@ -110,6 +111,28 @@ def install_with_pipx(wheel: Path, home: Path) -> Installed:
         env,
     )
     venv = home / "pipx" / "venvs" / "mailui4agents"
+    return Installed(home / "bin" / "agentmail", venv / "bin" / "python")
+
+
+def install_with_uv(wheel: Path, home: Path) -> Installed:
+    """`uv tool install WHEEL` with uv's tool dir, bin dir and cache in `home`, on
+    this interpreter (uv would otherwise fetch a Python of its own)."""
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent))
+    if uv is None:
+        missing("uv is not installed (a dev dependency: make .venv/.installed-stamp)")
+    env = outside_env(
+        UV_TOOL_DIR=str(home / "uv-tools"),
+        UV_TOOL_BIN_DIR=str(home / "bin"),
+        UV_CACHE_DIR=str(home / "uv-cache"),
+        UV_PYTHON_DOWNLOADS="never",
+    )
+    _run(
+        [uv, "tool", "install", "--python", sys.executable, "--constraints", str(CONSTRAINTS),
+         str(wheel)],
+        home,
+        env,
+    )  # fmt: skip
+    venv = home / "uv-tools" / "mailui4agents"
     return Installed(home / "bin" / "agentmail", venv / "bin" / "python")
 
 

@@ -29,6 +29,7 @@ from tests.install.installs import (
     build,
     install_in_venv,
     install_with_pipx,
+    install_with_uv,
     outside_env,
     package_files,
 )
@@ -80,7 +81,7 @@ def _newest_migration() -> str:
     return names[-1]
 
 
-@pytest.fixture(scope="module", params=["venv", "pipx"])
+@pytest.fixture(scope="module", params=["venv", "pipx", "uv"])
 def installed(
     request: pytest.FixtureRequest,
     dist: tuple[Path, Path],
@@ -89,6 +90,8 @@ def installed(
     where = tmp_path_factory.mktemp(f"install-{request.param}")
     if request.param == "venv":
         return install_in_venv(dist[0], where / "venv")
+    if request.param == "uv":
+        return install_with_uv(dist[0], where)
     return install_with_pipx(dist[0], where)
 
 
