@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from mailui4agents.testing import FAST_HASH_ENV, clean_env
+from mailui4agents.testing import FAST_HASH_ENV, clean_env, keep_log, log_level
 from tests.conftest import ADMIN_PASSWORD
 from tests.needs import missing
 
@@ -154,6 +154,7 @@ class _Output:
         self._thread.join(10)
         if self._proc.stdout is not None:
             self._proc.stdout.close()
+        keep_log("gateway", self._proc.pid, self.lines)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -169,7 +170,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 def serve_args(data_dir: Path, *args: str, host: str = "127.0.0.1") -> list[str]:
     return [
         sys.executable, "-m", "mailui4agents.cli.main", "serve", "--host", host,
-        "--port", "0", "--data-dir", str(data_dir), "--log-level", "warning", *args,
+        "--port", "0", "--data-dir", str(data_dir), "--log-level", log_level(), *args,
     ]  # fmt: skip
 
 
