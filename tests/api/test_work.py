@@ -715,3 +715,95 @@ def test_the_fixture_patch_and_files_agree() -> None:
     from mailui4agents.domain import patch
 
     assert [f.path for f in patch.parse(PATCH)] == [f["path"] for f in FILES[:2]]
+
+
+# -- races (SQLite and PostgreSQL) ----------------------------------------------------
+
+AT_ONCE = 10
+
+
+async def all_at_once(make: Any, n: int = AT_ONCE) -> list[Any]:
+    import anyio
+
+    out: list[Any] = []
+
+    async def one() -> None:
+        out.append(await make())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(n):
+            tg.start_soon(one)
+    return out
+
+
+async def test_actions_asked_at_once_leave_one_pending(api: Api, world: dict[str, Any]) -> None:
+    answers = await all_at_once(lambda: act(api, "ana", world["sid"], "merge"))
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [201] + [409] * (AT_ONCE - 1), [r.text for r in answers]
+    assert {r.json()["error"]["reason"] for r in answers if r.status_code == 409} == {
+        "work_action_pending"
+    }
+    assert len(await events(api, "agent:claude", "work_action")) == 1
+
+
+async def test_the_database_itself_refuses_a_second_pending_action(
+    api: Api, world: dict[str, Any]
+) -> None:
+    """The partial unique index behind the check: a second pending row is refused
+    by the database; a finished one beside a pending one is not."""
+    from sqlalchemy.exc import IntegrityError
+
+    from mailui4agents.db.work_tables import WorkActionRow
+
+    def row(status: str) -> WorkActionRow:
+        return WorkActionRow(
+            session_id=world["sid"], agent="claude", action="keep", requested_by="ana",
+            status=status, conflicts=[],
+        )  # fmt: skip
+
+    gw = gateway_of(api)
+    async with gw.write() as s:
+        s.add_all([row("pending"), row("done"), row("refused")])
+    with pytest.raises(IntegrityError):
+        async with gw.write() as s:
+            s.add(row("pending"))
+
+
+async def test_answers_at_once_finish_an_action_once(api: Api, world: dict[str, Any]) -> None:
+    aid = (await act(api, "ana", world["sid"], "merge")).json()["id"]
+    body = {"status": "refused", "message": "conflicts", "conflicts": ["app.py"]}
+    answers = await all_at_once(
+        lambda: api.http.post(
+            f"/api/v1/agent/work/actions/{aid}", json=body, headers=api.auth("claude")
+        )
+    )
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [200] + [409] * (AT_ONCE - 1), [r.text for r in answers]
+    inbox = await api.http.get("/api/v1/agent/inbox", headers=api.auth("claude"))
+    refusals = [i for i in inbox.json()["items"] if i["subject"].startswith("Merge refused")]
+    assert len(refusals) == 1
+
+
+async def test_asks_at_once_send_one_mail(api: Api, world: dict[str, Any]) -> None:
+    url = f"/api/v1/agent/sessions/{world['sid']}/work/ask"
+    answers = await all_at_once(
+        lambda: api.http.post(url, json={"reason": "dirty"}, headers=api.auth("claude"))
+    )
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [200] * (AT_ONCE - 1) + [201], [r.text for r in answers]
+    assert len({r.json()["mail_id"] for r in answers}) == 1
+
+
+async def test_reviews_sent_at_once_send_the_comments_once(api: Api, world: dict[str, Any]) -> None:
+    for line in (1, 2, 3):
+        assert (await comment(api, "ana", world["work"], line=line)).status_code == 201
+    url = f"/api/v1/sessions/{world['sid']}/review"
+    answers = await all_at_once(lambda: api.http.post(url, json={}, headers=api.auth("ana")))
+    sent = [r for r in answers if r.status_code == 201]
+    assert len(sent) == 1, [r.text for r in answers]
+    assert {r.status_code for r in answers} - {201} <= {409}
+    async with gateway_of(api).read() as s:
+        rows = list(await s.scalars(select(ReviewCommentRow)))
+    assert {c.sent_mail_id for c in rows} == {sent[0].json()["mail_id"]}
+    inbox = await api.http.get("/api/v1/agent/inbox", headers=api.auth("claude"))
+    assert len([i for i in inbox.json()["items"] if i["subject"].startswith("Review:")]) == 1
