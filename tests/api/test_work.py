@@ -125,6 +125,8 @@ async def test_work_mails_are_no_hop_and_no_budget(api: Api, world: dict[str, An
         )  # fmt: skip
         hops.append(r.status_code)
     assert hops[-1] == 409 and hops[:5] == [201] * 5
+    # At the hop limit, the bridge's record of a turn still goes through.
+    await post_work(api, "claude", sid, parent, to, key="work:claude:at-the-limit")
 
 
 # -- the session's work ------------------------------------------------------------------
@@ -645,6 +647,11 @@ async def test_asking_about_a_worktree_is_deduplicated_until_answered(
     api: Api, world: dict[str, Any]
 ) -> None:
     sid = world["sid"]
+    # Retention runs from the archiving: the question comes into an archived session.
+    r = await api.http.patch(
+        f"/api/v1/sessions/{sid}", json={"archived": True}, headers=api.auth("ana")
+    )
+    assert r.status_code == 200, r.text
     url = f"/api/v1/agent/sessions/{sid}/work/ask"
     body = {"reason": "it has uncommitted changes"}
     first = await api.http.post(url, json=body, headers=api.auth("claude"))
@@ -807,3 +814,24 @@ async def test_reviews_sent_at_once_send_the_comments_once(api: Api, world: dict
     assert {c.sent_mail_id for c in rows} == {sent[0].json()["mail_id"]}
     inbox = await api.http.get("/api/v1/agent/inbox", headers=api.auth("claude"))
     assert len([i for i in inbox.json()["items"] if i["subject"].startswith("Review:")]) == 1
+
+
+async def test_a_conflict_mail_that_cannot_be_sent_is_said_in_the_answer(
+    api: Api, world: dict[str, Any]
+) -> None:
+    """The session was archived after the merge was asked: the conflicts cannot
+    go back as a mail, the action still finishes, and its message says why."""
+    aid = (await act(api, "ana", world["sid"], "merge")).json()["id"]
+    r = await api.http.patch(
+        f"/api/v1/sessions/{world['sid']}", json={"archived": True}, headers=api.auth("ana")
+    )
+    assert r.status_code == 200, r.text
+    r = await api.http.post(
+        f"/api/v1/agent/work/actions/{aid}",
+        json={"status": "refused", "message": "conflicts", "conflicts": ["app.py"]},
+        headers=api.auth("claude"),
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "refused"
+    assert "The conflicts could not be mailed to the agent" in r.json()["message"]
+    assert "archived" in r.json()["message"]

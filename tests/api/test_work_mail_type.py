@@ -75,3 +75,30 @@ async def test_work_mails_spend_no_budget(api: Api, team: dict[str, Any]) -> Non
 async def test_an_unknown_type_names_the_field(api: Api, team: dict[str, Any]) -> None:
     r = await mail(api, "helper@/srv/q.new", "system")
     assert r.status_code == 400 and r.json()["error"]["field"] == "type"
+
+
+async def test_a_review_goes_through_the_send_rules(api: Api, team: dict[str, Any]) -> None:
+    """olga reads the session (cc'd) and may comment, but may not set bot to work:
+    her review is refused like any mail of hers to bot, and nothing is marked sent."""
+    from tests.work_mail import post_work
+
+    r = await api.send("ana", ["bot@/srv/shop.new"], cc=["olga@/srv/shop"], subject="review me")
+    assert r.status_code == 201, r.text
+    first = r.json()
+    work = await post_work(api, "bot", first["session_id"], first["id"], first["from"])
+    for who in ("olga", "ana"):
+        c = await api.http.post(
+            f"/api/v1/mails/{work['id']}/comments",
+            json={"path": "app.py", "line": 2, "body": f"{who}: why?"},
+            headers=api.auth(who),
+        )
+        assert c.status_code == 201, c.text
+    url = f"/api/v1/sessions/{first['session_id']}/review"
+    refused = await api.http.post(url, json={}, headers=api.auth("olga"))
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "not_a_tasker"
+    view = await api.http.get(
+        f"/api/v1/sessions/{first['session_id']}/work", headers=api.auth("olga")
+    )
+    assert view.json()["pending_comments"] == 1
+    # The negative control: ana, bot's owner, sends hers.
+    assert (await api.http.post(url, json={}, headers=api.auth("ana"))).status_code == 201
