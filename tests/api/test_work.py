@@ -90,6 +90,8 @@ async def test_own_worktree_is_set_by_the_mail_that_makes_the_session(
     assert mail.json()["worktree"] is True
     inbox = await api.http.get("/api/v1/agent/inbox?status=all", headers=api.auth("claude"))
     assert {i["worktree"] for i in inbox.json()["items"]} == {True}
+    new_mail = await events(api, "agent:claude", "new_mail")
+    assert new_mail and {e["worktree"] for e in new_mail} == {True}  # the live event too
     # A reply's worktree is ignored, not an error; the session keeps its choice.
     r = await api.send("ana", [world["from"]], parent_mail_id=world["work"], worktree=False)
     assert r.status_code == 201, r.text
