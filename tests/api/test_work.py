@@ -508,6 +508,12 @@ async def test_an_action_reaches_the_agent_as_an_event(api: Api, world: dict[str
         "/api/v1/agent/work/actions?status=pending", headers=api.auth("codex")
     )
     assert other.json()["items"] == []
+    bad = await api.http.get("/api/v1/agent/work/actions?status=late", headers=api.auth("claude"))
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "status"
+    every = await api.http.get("/api/v1/agent/work/actions", headers=api.auth("claude"))
+    assert [a["status"] for a in every.json()["items"]] == ["pending"]
+    human = await api.http.get("/api/v1/agent/work/actions", headers=api.auth("ana"))
+    assert human.status_code == 403
 
 
 async def test_one_pending_action_per_session(api: Api, world: dict[str, Any]) -> None:
