@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 import anyio
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import AttachmentRow, MailAttachmentRow, MailRow, SessionRow
@@ -28,7 +28,7 @@ from mailui4agents.services import access, sending
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
 from mailui4agents.services.wire_shapes import session_address
-from mailui4agents.services.work import comment_out, count_pending_comments, readable_session
+from mailui4agents.services.work import comment_out, readable_session
 from mailui4agents.state import Gateway
 from mailui4agents.wire.work import ReviewCommentOut, ReviewSent
 
@@ -47,6 +47,17 @@ class CommentIn:
     body: str
     end_line: int | None = None
     side: patch.Side = "new"
+
+
+async def count_pending_comments(s: AsyncSession, session_id: str, author: str) -> int:
+    n = await s.scalar(
+        select(func.count(ReviewCommentRow.id)).where(
+            ReviewCommentRow.session_id == session_id,
+            ReviewCommentRow.author == author,
+            ReviewCommentRow.sent_at.is_(None),
+        )
+    )
+    return int(n or 0)
 
 
 def _check(c: CommentIn) -> None:
@@ -231,6 +242,8 @@ async def send_review(gw: Gateway, who: Principal, session_id: str) -> ReviewSen
                 )
             )
         )
+        work = await s.get(SessionWorkRow, session_id)
+        branch = work.branch if work is not None else "the worktree"
         works = list(
             (
                 await s.execute(
@@ -245,7 +258,6 @@ async def send_review(gw: Gateway, who: Principal, session_id: str) -> ReviewSen
     if not works:  # pragma: no cover - a comment is always on a work mail
         raise Conflict("this session has no work mail", reason="nothing_to_send")
     agents = list(dict.fromkeys(name for _, name in works))
-    branch = await _branch(gw, session_id)
     n = len(comments)
     draft = sending.Draft(
         to=[session_address(session, a) for a in agents],
@@ -270,9 +282,3 @@ async def send_review(gw: Gateway, who: Principal, session_id: str) -> ReviewSen
     result = await sending.send(gw, who, draft, also=mark)
     assert isinstance(result.outcome, Sent)  # no relay key: never a duplicate
     return ReviewSent(mail_id=result.outcome.mail.id, comments=n)
-
-
-async def _branch(gw: Gateway, session_id: str) -> str:
-    async with gw.read() as s:
-        work = await s.get(SessionWorkRow, session_id)
-    return work.branch if work is not None else "the worktree"

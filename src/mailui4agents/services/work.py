@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -429,14 +429,3 @@ async def ask(
             from_session_id=session_id,
         )
     return WorkAskOut(mail_id=ctx.mail.id, deduplicated=False), True
-
-
-async def count_pending_comments(s: AsyncSession, session_id: str, author: str) -> int:
-    n = await s.scalar(
-        select(func.count(ReviewCommentRow.id)).where(
-            ReviewCommentRow.session_id == session_id,
-            ReviewCommentRow.author == author,
-            ReviewCommentRow.sent_at.is_(None),
-        )
-    )
-    return int(n or 0)
