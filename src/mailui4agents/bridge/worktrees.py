@@ -311,6 +311,8 @@ class TurnDiff:
     patch: bytes | None  # None: capped
     patch_bytes: int
     max_bytes: int
+    #: At most this many entries in work.json (halved when it is too large).
+    file_limit: int = MAX_FILES
 
     @property
     def capped(self) -> bool:
@@ -338,9 +340,9 @@ class TurnDiff:
             "to_commit": self.after.head,
             "capped": self.capped,
             "patch_bytes": self.patch_bytes,
-            "files": [asdict(f) for f in self.files[:MAX_FILES]],
+            "files": [asdict(f) for f in self.files[: self.file_limit]],
         }
-        if len(self.files) > MAX_FILES:
+        if len(self.files) > self.file_limit:
             data["files_truncated"] = True
         return data
 
