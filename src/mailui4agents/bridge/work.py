@@ -81,8 +81,6 @@ class WorkKeeper:
         known = self.map.get(mail.session_id)
         if known is not None and known.state == "active" and _is_dir(known.path):
             return known
-        if known is not None and known.state == "removed":
-            return None  # discarded: the session's later turns run in the workspace
         repo = await anyio.to_thread.run_sync(wt_git.find_repo, workspace)
         if repo is None:
             if str(workspace) not in self._said_no_repo:
