@@ -221,7 +221,10 @@ def test_merge_fast_forward_into_the_checked_out_workspace(tmp_path: Path, repo:
     assert out.status == "done" and "fast-forward" in out.message, out
     assert (repo / "a.txt").read_text() == "merged\n"
     assert sh(repo, "rev-parse", "main") == sh(Path(wt.path), "rev-parse", "HEAD")
-    assert sh(repo, "log", "-1", "--format=%s", "main") == "agentmail: uncommitted work of agentmail/ff"
+    assert (
+        sh(repo, "log", "-1", "--format=%s", "main")
+        == "agentmail: uncommitted work of agentmail/ff"
+    )
     assert w.status(wt).unmerged == 0
     assert w.merge(wt).message.startswith("Nothing to merge")
 
