@@ -326,6 +326,9 @@ class WorkKeeper:
                 self.map.put(wt)
                 logger.info("sweep: %s is past its retention but %s: asked the owner",
                             wt.path, reason)  # fmt: skip
+        elif decision == "ask":
+            logger.info("sweep: %s is past its retention and still waits for its owner",
+                        wt.path)  # fmt: skip
         return decision
 
 
