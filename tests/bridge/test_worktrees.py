@@ -369,3 +369,13 @@ def test_worktree_map_round_trip(tmp_path: Path, repo: Path) -> None:
     again = w.WorktreeMap.open(tmp_path / "state" / "worktrees.json")
     assert again.get("s00000003") == wt
     assert oct((tmp_path / "state" / "worktrees.json").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_worktree_folder_removed_by_hand_is_made_again(tmp_path: Path, repo: Path) -> None:
+    first = make(repo, tmp_path, "s00000004", "again")
+    import shutil
+
+    shutil.rmtree(first.path)
+    second = make(repo, tmp_path, "s00000004", "again")
+    assert second.path == first.path and Path(second.path).is_dir()
+    assert second.branch == "agentmail/again-2"  # the old branch keeps its commits

@@ -76,11 +76,11 @@ class WorkKeeper:
     async def for_turn(self, mail: MailOut, workspace: Path) -> Worktree | None:
         """The session's worktree (created on its first turn), or None: the turn
         runs in the workspace as before (not wanted, or no git repository there)."""
-        if not self.wanted(mail):
-            return None
         known = self.map.get(mail.session_id)
         if known is not None and known.state == "active" and _is_dir(known.path):
-            return known
+            return known  # the session has one: every later mail runs there too
+        if not self.wanted(mail):
+            return None
         repo = await anyio.to_thread.run_sync(wt_git.find_repo, workspace)
         if repo is None:
             if str(workspace) not in self._said_no_repo:
@@ -307,7 +307,11 @@ class WorkKeeper:
                 logger.warning("sweep: could not read %s: %s", wt.path, exc)
         decision = wt_git.sweep_decision(wt, st, now, self.s.retention_s)
         if decision == "remove":
-            out = await anyio.to_thread.run_sync(wt_git.discard, wt)
+            try:
+                out = await anyio.to_thread.run_sync(wt_git.discard, wt)
+            except (wt_git.GitError, OSError) as exc:
+                logger.error("sweep: could not remove %s: %s", wt.path, exc)
+                return "keep"
             if out.status == "done":
                 wt.state = "removed"
                 self.map.put(wt)

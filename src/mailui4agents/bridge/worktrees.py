@@ -239,6 +239,8 @@ def create(repo: Repo, root: Path, session_id: str, alias: str | None) -> Worktr
         name = f"{base}-{n}"
     path = root / workspace_hash(repo.toplevel) / session_id
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # A worktree folder removed by hand is still registered: forget it first.
+    git(["worktree", "prune"], env={"GIT_DIR": str(repo.common_dir)}, check=False)
     git(
         ["worktree", "add", "--quiet", "-b", name, str(path), repo.head],
         cwd=repo.toplevel,
