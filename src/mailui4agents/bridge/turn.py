@@ -404,7 +404,7 @@ class TurnHandler:
             )  # fmt: skip
         prompt = build_prompt(
             PromptInput(
-                mail=prompt_mail(mail, str(workspace)),
+                mail=prompt_mail(mail, str(workspace), wt),
                 situation=situation,
                 mode=mode,
                 enforcement=self._enforcement(mode, box),
@@ -630,8 +630,9 @@ def _ticks(pid: int) -> int | None:
     return start_ticks(pid)
 
 
-def prompt_mail(mail: MailOut, workspace: str) -> PromptMail:
+def prompt_mail(mail: MailOut, workspace: str, wt: Worktree | None = None) -> PromptMail:
     return PromptMail(
+        worktree=(wt.branch, wt.base_branch, wt.repo) if wt is not None else None,
         mail_id=mail.id,
         session_id=mail.session_id,
         session_alias=mail.session_alias,
