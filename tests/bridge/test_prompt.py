@@ -147,8 +147,6 @@ def test_reply_subjects_and_bodies_stay_within_the_gateway_limits() -> None:
 
 
 def test_a_session_with_a_worktree_is_told_its_branch() -> None:
-    from dataclasses import replace
-
     told = prompt(replace(MAIL, worktree=("agentmail/fix", "main", "/srv/repo")))
     assert "Worktree: this session's own git worktree of /srv/repo, on branch agentmail/fix" in told
     assert "(from main)" in told
