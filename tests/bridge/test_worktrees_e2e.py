@@ -375,11 +375,11 @@ async def test_merge_conflict_is_refused_and_goes_back_to_the_agent(
     refused = await act(human, sent["session_id"], "merge")
     assert refused["status"] == "refused" and refused["conflicts"] == ["c.txt"], refused
     assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == ""
-    mails = await human.wait_mail(
-        sent["session_id"], lambda ms: any(m["subject"].startswith("Merge refused") for m in ms)
-    )
-    back = next(m for m in mails if m["subject"].startswith("Merge refused"))
-    assert "c.txt" in back["body"]
+    # The gateway mailed the agent (from the person who asked) and it is a turn.
+    thread = (await call(human, "GET", f"/api/v1/mail/{sent['id']}/thread"))["items"]
+    back = next(m for m in thread if m["subject"].startswith("Merge refused"))
+    assert "c.txt" in back["body"] and back["type"] == "message"
+    await human.wait_reply(sent["session_id"], back["id"])  # the agent's turn answered it
 
 
 async def test_without_a_repository_the_turn_runs_in_the_workspace(
