@@ -230,24 +230,23 @@ class WorkKeeper:
         try:
             if kind == "merge":
                 out = await anyio.to_thread.run_sync(wt_git.merge, wt)
-                await self._finish(action_id, out.status, out.message, out.conflicts)
             elif kind == "discard":
                 out = await anyio.to_thread.run_sync(wt_git.discard, wt)
                 if out.status == "done":
                     wt.state = "removed"
                     self.map.put(wt)
-                await self._finish(action_id, out.status, out.message)
             elif kind == "keep":
                 wt.kept_at, wt.asked_at = time.time(), None
                 self.map.put(wt)
-                await self._finish(action_id, "done", self._kept_message(wt))
+                out = wt_git.Outcome("done", self._kept_message(wt))
             else:
-                await self._finish(action_id, "refused", f"Unknown action {kind!r}.")
-                return
+                out = wt_git.Outcome("refused", f"Unknown action {kind!r}.")
         except (wt_git.GitError, OSError) as exc:
             logger.error("work action %s (%s) on %s failed: %s", action_id, kind, wt.path, exc)
-            await self._finish(action_id, "failed", f"{kind} failed: {exc}")
+            out = wt_git.Outcome("failed", f"{kind} failed: {exc}")
+        # The new state first: whoever waits for the answer then reads it.
         await self.report(wt)
+        await self._finish(action_id, out.status, out.message, out.conflicts)
 
     def _kept_message(self, wt: Worktree) -> str:
         if self.s.retention_s <= 0:
