@@ -414,3 +414,43 @@ async def test_in_the_sandbox_the_agent_commits_but_cannot_touch_the_config(
     assert git(repo, "log", "-1", "--format=%s", doc["branch"]) == "agent commit"
     assert "config-done" in reply_of(await human.replies_to(sent["session_id"], sent["id"]))
     assert git_config(repo, "core.fsmonitor") == ""
+
+
+async def test_own_worktree_per_mail_a_capped_patch_and_a_thousand_files(
+    human: Human, agent: Agent
+) -> None:
+    """Without --worktrees only the session whose first mail asked for one gets a
+    worktree; past --diff-max-bytes the patch is left out and the mail says so."""
+    repo = agent.workspace
+    make_repo(repo)
+    fake(agent, "--diff-max-bytes", "4096")
+    to = f"{agent.name}@{repo}.new"
+    plain = await human.send(to, "!bash echo plain > plain.txt", subject="plain", mode="full")
+    await human.wait_reply(plain["session_id"], plain["id"])
+    assert read(repo / "plain.txt") == "plain\n"  # in the workspace itself
+    assert await work_mails(human, plain["session_id"]) == []
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "plain")
+
+    body = "!bash for i in $(seq 1 1000); do echo file $i > f$i.txt; done\n"
+    r = await human.http.post(
+        "/api/v1/mail",
+        json={"to": [to], "subject": "many", "body": body, "permission_mode": "full",
+              "worktree": True},
+        headers=human.auth,
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    own = r.json()
+    w = await wait_work(human, own["session_id"], own["id"])
+    files = await attachments(human, w["id"])
+    doc = json.loads(files["work.json"])
+    assert len(doc["files"]) == 1000 and doc["capped"] is True and doc["patch_bytes"] > 4096
+    assert "turn.diff" not in files
+    full = await call(human, "GET", f"/api/v1/mail/{w['id']}")  # the list shows the start
+    assert (
+        f"The patch ({doc['patch_bytes']} bytes) is past the limit of 4096 bytes" in (full["body"])
+    )
+    assert "1000 files changed, 1000 insertions(+)" in full["body"]
+    assert w["subject"].startswith("Work: 1000 files changed (+1000 −0)")
+    assert not exists(repo / "f1.txt")  # in the session's worktree, not the workspace
+    assert exists(Path(doc["path"]) / "f1000.txt")
