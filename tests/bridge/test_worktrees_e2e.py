@@ -454,3 +454,28 @@ async def test_own_worktree_per_mail_a_capped_patch_and_a_thousand_files(
     assert w["subject"].startswith("Work: 1000 files changed (+1000 −0)")
     assert not exists(repo / "f1.txt")  # in the session's worktree, not the workspace
     assert exists(Path(doc["path"]) / "f1000.txt")
+
+
+async def test_an_action_asked_while_the_bridge_was_away_is_done_when_it_starts(
+    human: Human, agent: Agent
+) -> None:
+    repo = agent.workspace
+    make_repo(repo)
+    bridge = fake(agent, "--worktrees")
+    sent = await human.send(f"{agent.name}@{repo}.new", "!bash echo away > away.txt",
+                            subject="away", mode="full")  # fmt: skip
+    await wait_work(human, sent["session_id"], sent["id"])
+    bridge.stop()
+    made = await call(human, "POST", f"/api/v1/sessions/{sent['session_id']}/work/actions", 201,
+                      json={"action": "merge"})  # fmt: skip
+    waited = await call(human, "GET", f"/api/v1/work/actions/{made['id']}", params={"wait": 1})
+    assert waited["status"] == "pending"  # nobody carries it out
+    fake(agent, "--worktrees")
+    with anyio.fail_after(60):
+        while True:
+            done = await call(human, "GET", f"/api/v1/work/actions/{made['id']}",
+                              params={"wait": 20})  # fmt: skip
+            if done["status"] != "pending":
+                break
+    assert done["status"] == "done", done
+    assert read(repo / "away.txt") == "away\n"

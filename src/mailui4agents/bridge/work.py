@@ -71,7 +71,7 @@ class WorkKeeper:
     # -- a turn ---------------------------------------------------------------------
 
     def wanted(self, mail: MailOut) -> bool:
-        return self.s.all_sessions or bool(getattr(mail, "worktree", False))
+        return self.s.all_sessions or mail.worktree
 
     async def for_turn(self, mail: MailOut, workspace: Path) -> Worktree | None:
         """The session's worktree (created on its first turn), or None: the turn
