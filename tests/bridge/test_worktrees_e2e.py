@@ -479,3 +479,49 @@ async def test_an_action_asked_while_the_bridge_was_away_is_done_when_it_starts(
                 break
     assert done["status"] == "done", done
     assert read(repo / "away.txt") == "away\n"
+
+
+async def test_a_gateway_limit_below_ours_caps_the_patch_too(tmp_path: Path) -> None:
+    """--diff-max-bytes 1 MiB, the gateway takes 20 KB files: the 60 KB patch is
+    refused there, and the work mail goes out all the same, capped."""
+    import httpx
+
+    from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env
+    from tests.conftest import ADMIN_PASSWORD, USER_PASSWORD
+
+    env = clean_env(AGENTMAIL_ADMIN_PASSWORD=ADMIN_PASSWORD,
+                    AGENTMAIL_ATTACHMENT_MAX_BYTES="20000", **FAST_HASH_ENV)  # fmt: skip
+    gateway = GatewayProcess(data_dir=tmp_path / "gw", env=env)
+    gateway.start()
+    agent: Agent | None = None
+    try:
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+            r = await http.post("/api/v1/auth/login",
+                                json={"username": "admin", "password": ADMIN_PASSWORD})  # fmt: skip
+            admin = r.json()["token"]
+            r = await http.post("/api/v1/admin/users",
+                                json={"username": "ana", "password": USER_PASSWORD},
+                                headers={"Authorization": f"Bearer {admin}"})  # fmt: skip
+            r = await http.post("/api/v1/auth/login",
+                                json={"username": "ana", "password": USER_PASSWORD})  # fmt: skip
+            human = Human(http, r.json()["token"], admin)
+            agent = await human.new_agent(tmp_path / "a", gateway.url)
+            make_repo(agent.workspace)
+            fake(agent, "--worktrees")
+            body = "!bash seq 1 10000 > numbers.txt"
+            sent = await human.send(f"{agent.name}@{agent.workspace}.new", body,
+                                    subject="big", mode="full")  # fmt: skip
+            w = await wait_work(human, sent["session_id"], sent["id"])
+            files = await attachments(human, w["id"])
+            doc = json.loads(files["work.json"])
+            assert "turn.diff" not in files and doc["capped"] is True
+            assert doc["patch_bytes"] > 20000 and [f["path"] for f in doc["files"]] == [
+                "numbers.txt"
+            ]
+            full = await call(human, "GET", f"/api/v1/mail/{w['id']}")
+            assert "is past the limit of" in full["body"]
+    finally:
+        if agent is not None:
+            for bridge in agent.bridges:
+                bridge.kill()
+        gateway.stop()
