@@ -379,3 +379,14 @@ def test_a_worktree_folder_removed_by_hand_is_made_again(tmp_path: Path, repo: P
     second = make(repo, tmp_path, "s00000004", "again")
     assert second.path == first.path and Path(second.path).is_dir()
     assert second.branch == "agentmail/again-2"  # the old branch keeps its commits
+
+
+def test_worktree_retention_durations() -> None:
+    from mailui4agents.cli.bridge import parse_duration
+
+    assert parse_duration("7d") == 7 * 86400 and parse_duration("7") == 7 * 86400
+    assert parse_duration("12h") == 43200 and parse_duration("30m") == 1800
+    assert parse_duration("1s") == 1 and parse_duration("0") == 0
+    for bad in ("", "d", "-1d", "soon", "inf", "nan", "4000d"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
