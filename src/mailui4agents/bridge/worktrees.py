@@ -239,13 +239,18 @@ def create(repo: Repo, root: Path, session_id: str, alias: str | None) -> Worktr
         name = f"{base}-{n}"
     path = root / workspace_hash(repo.toplevel) / session_id
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    # A worktree folder removed by hand is still registered: forget it first.
-    git(["worktree", "prune"], env={"GIT_DIR": str(repo.common_dir)}, check=False)
-    git(
-        ["worktree", "add", "--quiet", "-b", name, str(path), repo.head],
-        cwd=repo.toplevel,
-        env={"GIT_DIR": str(repo.common_dir)},
-    )
+    env = {"GIT_DIR": str(repo.common_dir)}
+    add = ["worktree", "add", "--quiet", "-b", name, str(path), repo.head]
+    try:
+        git(add, cwd=repo.toplevel, env=env)
+    except GitError as exc:
+        if "already registered" not in exc.stderr:
+            raise
+        # A worktree folder removed by hand is still registered: forget it and try
+        # once more (git had made the branch already: it did not exist before).
+        git(["worktree", "prune"], env=env, check=False)
+        git(["branch", "-D", name], env=env, check=False)
+        git(add, cwd=repo.toplevel, env=env)
     git_dir = _out(["rev-parse", "--absolute-git-dir"], cwd=path)
     return Worktree(
         session_id=session_id,
