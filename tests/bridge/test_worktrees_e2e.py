@@ -335,7 +335,8 @@ async def test_retention_sweep_removes_clean_and_asks_about_dirty(
 
     # The clean one goes; the owner of the dirty one gets the ask mail.
     async def removed() -> bool:
-        return (await session_work(human, clean["session_id"]))["work"]["state"] == "removed"
+        state = (await session_work(human, clean["session_id"]))["work"]["state"]
+        return bool(state == "removed")
 
     await until(removed)
     assert not exists(wt_clean)
