@@ -526,3 +526,29 @@ async def test_a_gateway_limit_below_ours_caps_the_patch_too(tmp_path: Path) -> 
             for bridge in agent.bridges:
                 bridge.kill()
         gateway.stop()
+
+
+async def test_a_turn_interrupted_by_a_crash_still_reports_what_it_changed(
+    human: Human, agent: Agent
+) -> None:
+    """The bridge is killed mid-turn after the agent wrote a file; the mail is run
+    again on the next start, and its work mail still has that file: the snapshot
+    from before the first attempt was kept in worktrees.json."""
+    repo = agent.workspace
+    make_repo(repo)
+    bridge = fake(agent, "--worktrees")
+    body = "!bash echo one > one.txt\n!hang-once\n"
+    sent = await human.send(f"{agent.name}@{repo}.new", body, subject="crash", mode="full")
+
+    async def written() -> bool:
+        work = (await session_work(human, sent["session_id"]))["work"]
+        return work is not None and exists(Path(work["path"]) / "one.txt")
+
+    await until(written)
+    bridge.kill()
+    assert sent["id"] in read(agent.state_dir / "worktrees.json")  # the kept snapshot
+    fake(agent, "--worktrees")
+    w = await wait_work(human, sent["session_id"], sent["id"])
+    paths, patch, _ = await changed(human, w)
+    assert paths == ["one.txt"] and "+one" in patch
+    assert sent["id"] not in read(agent.state_dir / "worktrees.json")  # settled: dropped

@@ -64,9 +64,6 @@ class WorkKeeper:
         self.client = client
         self.map = WorktreeMap.open(settings.state_dir / "worktrees.json")
         self._said_no_repo: set[str] = set()
-        #: A turn's "before" snapshot kept across a retried attempt, so the work
-        #: mail of the attempt that settles has everything the mail's turns did.
-        self._before: dict[str, Snapshot] = {}
 
     # -- a turn ---------------------------------------------------------------------
 
@@ -109,20 +106,24 @@ class WorkKeeper:
         return [p for p in paths if Path(p).exists()]
 
     async def before(self, mail_id: str, wt: Worktree) -> Snapshot:
-        kept = self._before.get(mail_id)
-        if kept is not None:
-            return kept
+        """The snapshot before the mail's turn. Kept in ``worktrees.json`` until the
+        work mail is posted: an attempt that is retried, or that a crash or a stop
+        interrupted, is diffed from where the mail's first attempt began."""
+        kept = wt.pending.get(mail_id)
+        if kept is not None and len(kept) == 2:
+            return Snapshot(head=kept[0], tree=kept[1])
         snap = await anyio.to_thread.run_sync(wt_git.snapshot, wt)
-        self._before[mail_id] = snap
+        wt.pending[mail_id] = [snap.head, snap.tree]
+        self.map.put(wt)
         return snap
 
-    def forget(self, mail_id: str) -> None:
-        self._before.pop(mail_id, None)
+    def forget(self, mail_id: str, wt: Worktree) -> None:
+        if wt.pending.pop(mail_id, None) is not None:
+            self.map.put(wt)
 
     async def after(self, mail: MailOut, wt: Worktree, before: Snapshot) -> str | None:
         """Post the turn's ``work`` mail (none when nothing changed) and report the
         worktree; the work mail's id, or None."""
-        self.forget(mail.id)
         try:
             after = await anyio.to_thread.run_sync(wt_git.snapshot, wt)
             changes = await anyio.to_thread.run_sync(
@@ -135,6 +136,7 @@ class WorkKeeper:
         sent = None
         if not changes.empty:
             sent = await self._post(mail, changes)
+        self.forget(mail.id, wt)
         await self.report(wt)
         return sent
 

@@ -197,6 +197,9 @@ class Worktree:
     kept_at: float | None = None
     #: The owner was asked (once per clock): no second ask.
     asked_at: float | None = None
+    #: Mail id → the "before" snapshot (HEAD, tree) of a turn not settled yet: a
+    #: retried or interrupted turn's work mail still shows what every attempt changed.
+    pending: dict[str, list[str]] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         """GIT_DIR/GIT_WORK_TREE: this worktree, whatever its ``.git`` file says."""
