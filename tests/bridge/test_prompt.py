@@ -144,3 +144,10 @@ def test_reply_subjects_and_bodies_stay_within_the_gateway_limits() -> None:
     cut = clamp_utf8(long, 100, "…")
     assert len(cut.encode()) <= 100 and cut.endswith("…") and "\ufffd" not in cut
     assert clamp_utf8("short", 100) == "short"
+
+
+def test_a_session_with_a_worktree_is_told_its_branch() -> None:
+    told = prompt(replace(MAIL, worktree=("agentmail/fix", "main", "/srv/repo")))
+    assert "Worktree: this session's own git worktree of /srv/repo, on branch agentmail/fix" in told
+    assert "(from main)" in told
+    assert "Worktree:" not in prompt()

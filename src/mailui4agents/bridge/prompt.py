@@ -57,6 +57,8 @@ class PromptMail:
     self_address: str | None
     attachments: tuple[Attachment, ...] = ()
     in_reply_to: str | None = None
+    #: The session's own git worktree (docs/review.md): (branch, base branch, repository).
+    worktree: tuple[str, str | None, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,13 @@ def render_mail(mail: PromptMail) -> str:
         f"Session: {mail.session_alias or '(no alias yet)'} (id {mail.session_id})",
         f"Workspace: {mail.workspace}",
     ]
+    if mail.worktree is not None:
+        branch, base, repo = mail.worktree
+        lines.append(
+            f"Worktree: this session's own git worktree of {repo}, on branch {branch} "
+            f"(from {base or 'a detached HEAD'}). Commit here as you like; what each turn "
+            "changes is shown to the people in the thread, and the owners merge or discard it."
+        )
     if mail.in_reply_to:
         lines.append(f"In reply to: {mail.in_reply_to}")
     if mail.attachments:

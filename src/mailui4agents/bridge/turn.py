@@ -20,7 +20,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -52,7 +52,9 @@ from mailui4agents.bridge.runners.base import (
 )
 from mailui4agents.bridge.sandbox import ENV_FLAG, Box, Sandbox
 from mailui4agents.bridge.session_map import SessionMap
+from mailui4agents.bridge.work import WorkKeeper
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
+from mailui4agents.bridge.worktrees import GitError, Snapshot, Worktree
 
 if TYPE_CHECKING:  # prometheus_client only when --metrics-port is given
     from mailui4agents.bridge.metrics import BridgeMetrics
@@ -78,6 +80,10 @@ class Job:
     backlog: bool = False
     #: When the bridge learnt of the mail (wall clock), for the timing log.
     seen_at: float = field(default_factory=time.time, compare=False)
+    #: Not a mail: an owner's work action (``{"id", "action", ...}``) or the
+    #: retention sweep (``{"action": "sweep"}``) of the session's worktree, queued
+    #: in the session's line so it never overlaps a turn (docs/review.md).
+    work: dict[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -118,9 +124,12 @@ class TurnHandler:
         results: Results | None = None,
         metrics: BridgeMetrics | None = None,
         sandbox: Sandbox | None = None,
+        work: WorkKeeper | None = None,
     ) -> None:
         self.s = settings
         self.sandbox = sandbox
+        #: Worktrees and work mail (docs/review.md); None: turns run in the workspace.
+        self.work = work
         self.results = results or Results.open(settings.state_dir / "results")
         self.runner = runner
         self.client = client
@@ -133,11 +142,22 @@ class TurnHandler:
     # -- the pool's entry point ---------------------------------------------------------
 
     async def handle(self, job: Job, slot: Slot) -> None:
+        if job.work is not None:
+            await self._work(job.work, job.session_id)
+            return
         try:
             await self._handle(job, slot)
         finally:
             if self.board.sessions.get(job.session_id, Activity("", "")).state != "failed":
                 self.board.clear(job.session_id)
+
+    async def _work(self, work: dict[str, Any], session_id: str) -> None:
+        if self.work is None:
+            return
+        if work.get("action") == "sweep":
+            await self.work.sweep(session_id)
+        else:
+            await self.work.act(work)
 
     async def _handle(self, job: Job, slot: Slot) -> None:
         while await self._attempt(job, slot):
@@ -185,11 +205,24 @@ class TurnHandler:
         if missing is not None:
             await self._fail(mail, Failure("cli_missing", missing))
             return False
+        wt: Worktree | None = None
+        before: Snapshot | None = None
+        if self.work is not None:
+            try:
+                wt = await self.work.for_turn(mail, workspace)
+                if wt is not None:
+                    before = await self.work.before(job.mail_id, wt)
+            except (GitError, OSError) as exc:
+                return await self._retry_later(job, f"the session's worktree: {exc}")
         read_at = time.time()
         situation = await self._situation(job, mail, interrupted)
-        result, platform_id, sent = await self._run(job, slot, mail, workspace, situation)
+        result, platform_id, sent = await self._run(job, slot, mail, workspace, situation, wt)
         exited_at = time.time()
         outcome = self._outcome(job, result, platform_id, sent)
+        # Before the answer: the thread shows what changed, then what was said.
+        if wt is not None and before is not None and not self._will_retry(job, outcome):
+            assert self.work is not None  # wt comes from it
+            await self.work.after(mail, wt, before)
         if self.metrics is not None:
             failed = outcome.failure
             self.metrics.turn("done" if failed is None else failed.kind, exited_at - read_at)
@@ -318,10 +351,27 @@ class TurnHandler:
             return adopted[len(prefix) :] if adopted.startswith(prefix) else adopted
         return None
 
+    def _will_retry(self, job: Job, outcome: TurnResult) -> bool:
+        """The same test as :meth:`_settle`'s: a failure that is tried again."""
+        failure = outcome.failure
+        return (
+            failure is not None
+            and not failure.permanent
+            and self.ledger.get(job.mail_id).attempts < self.s.max_attempts
+        )
+
     async def _run(
-        self, job: Job, slot: Slot, mail: MailOut, workspace: Path, situation: Situation
+        self,
+        job: Job,
+        slot: Slot,
+        mail: MailOut,
+        workspace: Path,
+        situation: Situation,
+        wt: Worktree | None = None,
     ) -> tuple[ProcessResult, str | None, list[str]]:
         mode = mode_for_deciding(mail.permission_mode)
+        if wt is not None:
+            workspace = wt.cwd()  # the turn works in the session's own worktree
         platform_id = self._platform_session(mail)
         token = secrets.token_hex(16)
         turn_dir = self.s.state_dir / "turns" / token
@@ -343,15 +393,18 @@ class TurnHandler:
         env.pop(ENV_FLAG, None)  # only this bridge's own proof may set it
         box, check = None, None
         if self.sandbox is not None:
+            writable = list(self.runner.sandbox_writable(env, self.s.state_dir))
+            if wt is not None and self.work is not None and mode == "workspace":
+                writable += self.work.sandbox_writable(wt)  # so the agent can commit
             box, check = await self.sandbox.for_turn(
-                mode, workspace, turn_dir, env,
+                mode, Path(wt.path) if wt is not None else workspace, turn_dir, env,
                 unsupported=self.runner.sandbox_unsupported(),
-                writable=self.runner.sandbox_writable(env, self.s.state_dir),
+                writable=writable,
                 ports=self.runner.model_ports(env),
             )  # fmt: skip
         prompt = build_prompt(
             PromptInput(
-                mail=prompt_mail(mail, str(workspace)),
+                mail=prompt_mail(mail, str(workspace), wt),
                 situation=situation,
                 mode=mode,
                 enforcement=self._enforcement(mode, box),
@@ -577,8 +630,9 @@ def _ticks(pid: int) -> int | None:
     return start_ticks(pid)
 
 
-def prompt_mail(mail: MailOut, workspace: str) -> PromptMail:
+def prompt_mail(mail: MailOut, workspace: str, wt: Worktree | None = None) -> PromptMail:
     return PromptMail(
+        worktree=(wt.branch, wt.base_branch, wt.repo) if wt is not None else None,
         mail_id=mail.id,
         session_id=mail.session_id,
         session_alias=mail.session_alias,

@@ -36,6 +36,7 @@ from mailui4agents.bridge.runners.base import Runner
 from mailui4agents.bridge.sandbox import Sandbox
 from mailui4agents.bridge.session_map import SessionMap
 from mailui4agents.bridge.turn import Job, TurnHandler, TurnSettings
+from mailui4agents.bridge.work import WorkKeeper, WorkSettings
 from mailui4agents.bridge.workspace_roots import WorkspaceRoots
 from mailui4agents.client import ApiError, AsyncClient, ClientConfig
 from mailui4agents.client.stream import RESET
@@ -70,6 +71,9 @@ class BridgeConfig:
     metrics: BridgeMetrics | None = None
     #: The turns' sandbox (docs/sandbox.md); None: no sandbox at all.
     sandbox: Sandbox | None = None
+    #: Worktrees (docs/review.md): ``--worktrees``, ``--diff-max-bytes``,
+    #: ``--worktree-retention``; a session may ask for its own worktree without them.
+    work: WorkSettings | None = None
     #: Set once the stream is open and the catch-up queued (tests and benchmarks wait on it).
     ready: anyio.Event = field(default_factory=anyio.Event)
 
@@ -83,6 +87,7 @@ class Bridge:
         self.board = Board(on_change=self._dirty.set)
         self.workspaces: set[str] = set()
         self.pool: Pool[Job] | None = None
+        self.work: WorkKeeper | None = None
         if config.metrics is not None:
             config.metrics.watch(lambda: self.pool)
 
@@ -100,6 +105,10 @@ class Bridge:
             await anyio.to_thread.run_sync(cfg.runner.open)
             await self._prove_sandbox()
             async with AsyncClient(cfg.client) as client, anyio.create_task_group() as tasks:
+                work = WorkKeeper(
+                    cfg.work or WorkSettings(agent=cfg.agent, state_dir=cfg.state_dir), client
+                )
+                self.work = work
                 handler = TurnHandler(
                     TurnSettings(
                         agent=cfg.agent,
@@ -120,11 +129,12 @@ class Bridge:
                     self.board,
                     metrics=cfg.metrics,
                     sandbox=cfg.sandbox,
+                    work=work,
                 )
                 pool: Pool[Job] = Pool(
                     cfg.concurrency,
                     handler.handle,
-                    key=lambda job: job.mail_id,
+                    key=_job_key,
                     on_change=self._dirty.set,
                 )
                 self.pool = pool
@@ -136,6 +146,7 @@ class Bridge:
                 tasks.start_soon(self._events, client, connected)
                 await connected.wait()
                 await self._catch_up(client)
+                tasks.start_soon(self._sweeps)
                 cfg.ready.set()
                 logger.info("bridge ready: stream open, %d mail queued", pool.queued)
         finally:
@@ -213,6 +224,9 @@ class Bridge:
                                    event.data.get("reason"))  # fmt: skip
                     await self._catch_up(client)
                     continue
+                if event.type == "work_action":
+                    self._submit_work(dict(event.data))
+                    continue
                 if event.type != "new_mail":
                     continue
                 data = event.new_mail()
@@ -223,7 +237,31 @@ class Bridge:
                     continue
                 self._submit(Job(data.mail_id, data.session_id))
 
+    def _submit_work(self, action: dict[str, Any]) -> None:
+        """An owner's Merge / Discard / Keep, in the session's line (after its turn)."""
+        assert self.pool is not None
+        session_id, action_id = action.get("session_id"), action.get("id")
+        if not isinstance(session_id, str) or not isinstance(action_id, str):
+            logger.warning("a work action without session or id: ignored (%r)", action)
+            return
+        self.pool.submit(session_id, Job(f"work-action:{action_id}", session_id, work=action))
+
+    async def _sweeps(self) -> None:
+        """The worktrees' retention: at start, then every hour (docs/review.md)."""
+        work = self.work
+        if work is None:
+            return
+        while True:
+            assert self.pool is not None
+            for session_id in work.active():
+                job = Job(f"work-sweep:{session_id}", session_id, work={"action": "sweep"})
+                self.pool.submit(session_id, job)
+            await anyio.sleep(work.s.sweep_every_s)
+
     async def _catch_up(self, client: AsyncClient) -> None:
+        if self.work is not None:  # owners' actions that waited while the bridge was away
+            for action in await self.work.pending():
+                self._submit_work(action)
         # Interrupted mail first: in its session it came before anything still
         # unread. It is often no longer unread (reading a mail marks it read).
         for entry in self.ledger.unfinished():
@@ -283,6 +321,10 @@ class Bridge:
                 "sessions": self.board.snapshot(),
             },
         }
+
+
+def _job_key(job: Job) -> str:
+    return job.mail_id
 
 
 async def _mark_read(client: AsyncClient, session_id: str, mail_id: str) -> None:

@@ -89,10 +89,22 @@ user namespaces off, a canary that got through): the turn runs as before and
 every guarded call is asked; the heartbeat says why.
 
 \b
+Worktrees (--worktrees, or a session whose first mail asked for its own
+worktree; docs/review.md): when the workspace is a git repository with a
+commit, the session runs in its own worktree on branch agentmail/<alias>,
+under STATE/worktrees/. After each turn that changed something a `work` mail
+(the diff stat, work.json, turn.diff up to --diff-max-bytes) goes into the
+thread before the answer. The owners' Merge / Discard / Keep are carried out
+here. --worktree-retention (default 7d, 0 = never): after the session is
+archived that long a clean worktree is removed; one with uncommitted or
+unmerged, unpushed commits never is: the owner gets a mail asking instead.
+
+\b
 State (--state-dir, default $XDG_STATE_HOME/agentmail/bridge-NAME):
   ledger.jsonl   delivered/completed per mail (fsync per line)
   sessions.json  mail session -> platform session
   results/       a finished turn's result until the ledger records it
+  worktrees.json mail session -> its worktree (worktrees/ holds them)
 
 \b
 Environment: AGENTMAIL_URL, AGENTMAIL_KEY (the agent's key). Each turn gets
@@ -107,6 +119,24 @@ sessions (so people can adopt them).
 def default_state_dir(agent: str) -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "agentmail" / f"bridge-{agent}"
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``30m``, ``12h``, ``7d``, ``45s``; a plain number is days; ``0``: never."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:]) if value else None
+    number = value[:-1] if unit is not None else value
+    try:
+        amount = float(number)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration: use 30m, 12h, 7d or 0") from None
+    seconds = amount * (unit if unit is not None else 86400.0)
+    if not 0 <= seconds <= 3650 * 86400.0 or seconds != seconds:
+        raise ValueError(f"{text!r} is out of range: 0 (never) up to 3650d")
+    return seconds
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -186,6 +216,37 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
     metavar="PATH",
     help="One more path a turn may write in plan and workspace mode (repeatable).",
 )
+@click.option(
+    "--worktrees/--no-worktrees",
+    "use_worktrees",
+    default=False,
+    show_default=True,
+    help="Run every session whose workspace is a git repository in its own worktree "
+    "(docs/review.md). Without it only sessions that asked for one get one.",
+)
+@click.option(
+    "--worktree-retention",
+    default="7d",
+    show_default=True,
+    metavar="DURATION",
+    help="How long a worktree stays after its session is archived (30m, 12h, 7d; a "
+    "plain number is days; 0: never removed). Never removes uncommitted or unpushed work.",
+)
+@click.option(
+    "--diff-max-bytes",
+    default=1024 * 1024,
+    show_default=True,
+    type=click.IntRange(1024, 1024 * 1024 * 1024),
+    help="A turn's patch larger than this is not attached; the work mail says so and "
+    "keeps the per-file summary.",
+)
+@click.option(
+    "--worktree-sweep-every",
+    default=3600.0,
+    type=click.FloatRange(0.1, 86400),
+    hidden=True,
+    help="Seconds between retention sweeps (tests).",
+)
 @click.option("--log-level", default="info", show_default=True)
 @click.option(
     "--log-format",
@@ -224,6 +285,10 @@ def bridge(
     use_sandbox: bool,
     sandbox_network: str | None,
     sandbox_writes: tuple[str, ...],
+    use_worktrees: bool,
+    worktree_retention: str,
+    diff_max_bytes: int,
+    worktree_sweep_every: float,
     log_level: str,
     log_format: str,
     metrics_port: int | None,
@@ -235,6 +300,7 @@ def bridge(
     from mailui4agents import logs
     from mailui4agents.bridge.runners import make_runner
     from mailui4agents.bridge.sandbox import Network, Sandbox
+    from mailui4agents.bridge.work import WorkSettings
     from mailui4agents.bridge.worker import Bridge, BridgeConfig
     from mailui4agents.bridge.workspace_roots import WorkspaceRoots
     from mailui4agents.client import ApiError
@@ -259,6 +325,10 @@ def bridge(
             raise click.BadParameter(
                 f"{path!r} is not an absolute path", param_hint="--sandbox-write"
             )
+    try:
+        retention_s = parse_duration(worktree_retention)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--worktree-retention") from None
     sandbox = Sandbox(
         enabled=use_sandbox,
         network=network,
@@ -282,6 +352,14 @@ def bridge(
         retry_delays_s=(retry_delay, retry_delay * 6, retry_delay * 24),
         workspace_roots=roots,
         sandbox=sandbox,
+        work=WorkSettings(
+            agent=agent,
+            state_dir=directory,
+            all_sessions=use_worktrees,
+            diff_max_bytes=diff_max_bytes,
+            retention_s=retention_s,
+            sweep_every_s=worktree_sweep_every,
+        ),
     )
     log = logging.getLogger(__name__)
     if metrics_port is not None:
@@ -291,6 +369,11 @@ def bridge(
         agent, kind, concurrency, turn_timeout, directory,
     )  # fmt: skip
     log.info("workspace roots: %s", roots.describe())
+    log.info(
+        "worktrees: %s; retention %s; diff limit %d bytes",
+        "every git workspace" if use_worktrees else "sessions that ask for one",
+        "never" if retention_s == 0 else worktree_retention, diff_max_bytes,
+    )  # fmt: skip
     for root in roots.broad():
         log.warning(
             "workspace root %s reaches into every top-level folder of this machine "
