@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.domain.modes import MODES
-from mailui4agents.web import auth, data
+from mailui4agents.web import auth, data, work_page
 from mailui4agents.web.auth import WebUser, gateway
 from mailui4agents.web.render import environment, static_file
 from mailui4agents.web.shapes import MailJson, RequestJson
@@ -284,6 +284,7 @@ async def thread_page(request: Request, session_id: str) -> Response:
     here = [p for p in common["pending_all"] if p["session_id"] == session_id]
     # Each request mail as its request's card (deciders), in one query for the page.
     requests = await data.thread_requests(gw, user.principal, session, mails)
+    review = await work_page.review(gw, user.principal, session_id, mails)
     return _page(
         request,
         "thread.html",
@@ -296,6 +297,10 @@ async def thread_page(request: Request, session_id: str) -> Response:
         pending=here,
         grants=grants,
         modes=MODES,
+        works=review.views,
+        comments=review.comments,
+        work_info=review.info,
+        may_finish=review.may_finish,
         **common,
     )
 

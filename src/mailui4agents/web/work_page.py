@@ -1,0 +1,106 @@
+"""The thread page's `work` mails and the review of them (docs/review.md,
+"Reading and commenting in the web UI").
+
+A `work` mail is shown as its diff (web/diff_view.py) from its two attachments,
+read here through the services with the viewer's access (services/attachments.py:
+the read is logged like a download). Anything the renderer refuses leaves the
+mail as ordinary mail with its attachments; the reason is logged, never shown
+as an error page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from mailui4agents.domain.errors import DomainError
+from mailui4agents.services import access, attachments
+from mailui4agents.services.blobs import BlobStore
+from mailui4agents.services.principals import Principal
+from mailui4agents.state import Gateway
+from mailui4agents.web import diff_view
+from mailui4agents.web.shapes import MailJson
+
+log = logging.getLogger(__name__)
+
+WORK_JSON = "work.json"
+TURN_DIFF = "turn.diff"
+WORK_TYPE = "work"  # domain/mail_types.MailType.WORK
+MAX_WORK_MAILS = 20  # the newest work mails of a thread shown as diffs; older ones as mail
+
+
+def _read(store: BlobStore, sha256: str, limit: int) -> bytes:
+    with store.open(sha256) as f:
+        return f.read(limit + 1)
+
+
+async def _attachment(gw: Gateway, who: Principal, ref: dict[str, Any], limit: int) -> bytes | None:
+    """The bytes of one attachment of a mail (None when larger than `limit`)."""
+    if int(ref.get("size") or 0) > limit:
+        return None
+    async with gw.write() as s:  # a write: the read is logged (services/attachments.py)
+        att = await attachments.readable(s, access.Reader(who), str(ref["attachment_id"]))
+    data = await asyncio.to_thread(_read, BlobStore.for_settings(gw.settings), att.sha256, limit)
+    return None if len(data) > limit else data
+
+
+def _named(mail: MailJson, name: str) -> dict[str, Any] | None:
+    found = [a for a in mail.get("attachments") or [] if a.get("name") == name]
+    return found[0] if len(found) == 1 else None
+
+
+async def work_view(gw: Gateway, who: Principal, mail: MailJson) -> diff_view.WorkView | None:
+    """The diff of a `work` mail, or None: show it as ordinary mail."""
+    meta = _named(mail, WORK_JSON)
+    if meta is None:
+        return None
+    patch_ref = _named(mail, TURN_DIFF)
+    try:
+        raw = await _attachment(gw, who, meta, diff_view.WORK_JSON_MAX_BYTES)
+        if raw is None:
+            raise diff_view.BadWork("work.json is too large")
+        patch: bytes | None = None
+        size: int | None = None
+        if patch_ref is not None:
+            size = int(patch_ref.get("size") or 0)
+            patch = await _attachment(gw, who, patch_ref, diff_view.PATCH_READ_MAX_BYTES)
+        return await asyncio.to_thread(diff_view.build, raw, patch, size)
+    except diff_view.BadWork as err:
+        log.warning("work mail %s shown as plain mail: %s", mail.get("id"), err)
+    except (DomainError, OSError) as err:
+        log.warning("work mail %s shown as plain mail: its attachments: %s", mail.get("id"), err)
+    return None
+
+
+async def work_views(
+    gw: Gateway, who: Principal, mails: list[MailJson]
+) -> dict[str, diff_view.WorkView]:
+    """The diffs of the thread's newest `work` mails, by mail id."""
+    works = [m for m in mails if m.get("type") == WORK_TYPE][-MAX_WORK_MAILS:]
+    out: dict[str, diff_view.WorkView] = {}
+    for m in works:
+        view = await work_view(gw, who, m)
+        if view is not None:
+            out[str(m["id"])] = view
+    return out
+
+
+@dataclass
+class Review:
+    """What the thread page shows of a session's work: its work mails' diffs
+    (by mail id), the comments on them (by mail id, then (path, side, last
+    line)), the session's worktree state, and whether the viewer may merge,
+    discard or keep it (its owners and admins)."""
+
+    views: dict[str, diff_view.WorkView] = field(default_factory=dict)
+    comments: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]] = field(
+        default_factory=dict
+    )
+    info: Any = None
+    may_finish: bool = False
+
+
+async def review(gw: Gateway, who: Principal, session_id: str, mails: list[MailJson]) -> Review:
+    return Review(views=await work_views(gw, who, mails))
