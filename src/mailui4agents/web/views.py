@@ -390,6 +390,8 @@ async def compose(request: Request) -> Response:
         attachment_ids=[a for a in _text(form, "attachment_ids").split(",") if a],
         # A reply keeps its session's mode; a new session takes the one chosen.
         permission_mode=None if parent else (mode if mode in MODES else "workspace"),
+        # "Own worktree" (docs/review.md): only for the session this mail makes.
+        worktree=not parent and bool(form.get("worktree")),
     )
     try:
         if not draft.to:
@@ -541,6 +543,7 @@ async def admin_page(request: Request) -> Response:
         agents=await data.agents(gw),
         aliases=await data.aliases(gw, user.principal),
         grants=await data.grants(gw, user.principal),
+        worktrees=await work_page.worktrees(gw),
         **await _common(request, user),
     )
 

@@ -15,13 +15,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from mailui4agents.db.tables import SessionRow
 from mailui4agents.domain.errors import DomainError
-from mailui4agents.services import access, attachments
+from mailui4agents.services import access, attachments, work
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
 from mailui4agents.state import Gateway
 from mailui4agents.web import diff_view
 from mailui4agents.web.shapes import MailJson
+from mailui4agents.wire.work import WorkOut, WorktreesOut
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +100,26 @@ class Review:
     comments: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]] = field(
         default_factory=dict
     )
-    info: Any = None
+    info: WorkOut | None = None
     may_finish: bool = False
 
 
 async def review(gw: Gateway, who: Principal, session_id: str, mails: list[MailJson]) -> Review:
-    return Review(views=await work_views(gw, who, mails))
+    """The thread page's part of the review (services/work.view: the same rows
+    and rule as `GET /api/v1/sessions/{id}/work`)."""
+    views = await work_views(gw, who, mails)
+    async with gw.read() as s:
+        info = await work.view(s, who, session_id)
+        session = await s.get(SessionRow, session_id)
+        owner = session is not None and await access.Reader(who).is_owner(s, session)
+    comments: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]] = {}
+    for c in info.comments:
+        key = (c.path, c.side, c.end_line or c.line)
+        comments.setdefault(c.mail_id, {}).setdefault(key, []).append(c.model_dump())
+    return Review(views, comments, info, owner or (who.is_human and who.is_admin))
+
+
+async def worktrees(gw: Gateway) -> WorktreesOut:
+    """The admin page's worktrees (services/work.worktrees; admins only, checked there)."""
+    async with gw.read() as s:
+        return await work.worktrees(s)
