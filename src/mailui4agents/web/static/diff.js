@@ -41,11 +41,10 @@
   function where(o) {
     return o.end > o.line ? `lines ${o.line}–${o.end}` : `line ${o.line}`;
   }
-  function build(o) {
+  function build(side) {
     seq++;
     const form = document.createElement("form");
-    form.className = `cform ${o.side}`;
-    form.noValidate = false;
+    form.className = `cform ${side}`;
     const head = document.createElement("p");
     head.className = "meta chead";
     const label = document.createElement("label");
@@ -107,8 +106,7 @@
     } else {
       const kept = open && open.form.querySelector("textarea").value;
       close(false);
-      open = { form: build(), cell, side, line, end: line, file, mail: diff.dataset.mail };
-      open.form.className = `cform ${side}`;
+      open = { form: build(side), cell, side, line, end: line, file, mail: diff.dataset.mail };
       place(cell);
       if (kept) open.form.querySelector("textarea").value = kept;
     }
