@@ -367,3 +367,18 @@ def test_the_stylesheet_of_the_highlighting_is_current() -> None:
     css = (diff_view.__file__.rsplit("/", 1)[0] + "/static/diff.css",)[0]
     with open(css, encoding="utf-8") as f:
         assert f.read() == diff_view.highlight_css()
+
+
+def test_every_token_colour_is_readable_on_every_line_background() -> None:
+    """WCAG AA (4.5:1) for each colour of static/diff.css against a deleted, an
+    added and a plain line, light and dark (axe checks the page the same way)."""
+    light, dark = diff_view.highlight_css().split("@media (prefers-color-scheme: dark)")
+    for css, backgrounds in (
+        (light, diff_view.LIGHT_BACKGROUNDS),
+        (dark, diff_view.DARK_BACKGROUNDS),
+    ):
+        colours = re.findall(r"(?<![-\w])color: (#[0-9A-Fa-f]{3,6})\b", css)
+        assert len(colours) > 20
+        for colour in colours:
+            for bg in backgrounds:
+                assert diff_view.contrast(colour, bg) >= 4.5, (colour, bg)
