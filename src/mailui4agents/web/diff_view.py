@@ -410,6 +410,18 @@ class WorkView:
     note: str | None  # why the lines are not shown at all (capped, too large)
     all_collapsed: bool
 
+    def places(self) -> set[tuple[str, str, int]]:
+        """(path, side, line) of every line shown: where a comment can sit."""
+        out: set[tuple[str, str, int]] = set()
+        for f in self.files:
+            for h in f.hunks:
+                for ln in h.lines:
+                    if ln.old is not None and ln.kind != "add":
+                        out.add((f.path, "old", ln.old))
+                    if ln.new is not None and ln.kind != "del":
+                        out.add((f.path, "new", ln.new))
+        return out
+
     @property
     def from7(self) -> str:
         return self.work.from_commit[:7]

@@ -299,6 +299,7 @@ async def thread_page(request: Request, session_id: str) -> Response:
         modes=MODES,
         works=review.views,
         comments=review.comments,
+        elsewhere=review.elsewhere,
         work_info=review.info,
         may_finish=review.may_finish,
         **common,

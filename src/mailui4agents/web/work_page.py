@@ -102,6 +102,9 @@ class Review:
     )
     info: WorkOut | None = None
     may_finish: bool = False
+    # By mail id: the comments on lines the diff does not show (a file too large,
+    # not in the patch): listed under the diff.
+    elsewhere: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 async def review(gw: Gateway, who: Principal, session_id: str, mails: list[MailJson]) -> Review:
@@ -113,10 +116,16 @@ async def review(gw: Gateway, who: Principal, session_id: str, mails: list[MailJ
         session = await s.get(SessionRow, session_id)
         owner = session is not None and await access.Reader(who).is_owner(s, session)
     comments: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]] = {}
+    elsewhere: dict[str, list[dict[str, Any]]] = {}
+    places = {mail_id: v.places() for mail_id, v in views.items()}
     for c in info.comments:
         key = (c.path, c.side, c.end_line or c.line)
-        comments.setdefault(c.mail_id, {}).setdefault(key, []).append(c.model_dump())
-    return Review(views, comments, info, owner or (who.is_human and who.is_admin))
+        if key in places.get(c.mail_id, ()):
+            comments.setdefault(c.mail_id, {}).setdefault(key, []).append(c.model_dump())
+        else:
+            elsewhere.setdefault(c.mail_id, []).append(c.model_dump())
+    may_finish = owner or (who.is_human and who.is_admin)
+    return Review(views, comments, info, may_finish, elsewhere)
 
 
 async def worktrees(gw: Gateway) -> WorktreesOut:
