@@ -35,6 +35,7 @@ from mailui4agents.api import (
     push_actions,
     rules,
     sessions,
+    work,
 )
 from mailui4agents.api.body_guard import BodyGuard
 from mailui4agents.api.errors import error_handler
@@ -225,6 +226,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(agents.router)  # docs/api.md, "Who may set an agent to work"
     app.include_router(rules.router)  # docs/api.md, "Rules"
     app.include_router(audit.router)  # docs/audit.md
+    app.include_router(work.router)  # docs/review.md
     app.include_router(discovery.router)
     app.include_router(attachments.router)
     app.include_router(calendar.router)  # docs/api.md, "Calendar"

@@ -28,6 +28,7 @@ MAIL_FIELDS = (
     "parent_mail_id",
     "attachment_ids",
     "permission_mode",
+    "worktree",
 )
 AGENT_MAIL_FIELDS = (
     "to",

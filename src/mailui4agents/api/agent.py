@@ -105,6 +105,8 @@ async def send_mail(
         type_=(
             MailType.FAILURE
             if body.type == "failure"
+            else MailType.WORK
+            if body.type == "work"
             else MailType.RELAY
             if body.relay
             else MailType.MESSAGE

@@ -34,6 +34,7 @@ async def send_mail(
         body=body.body,
         parent_mail_id=str(body.parent_mail_id) if body.parent_mail_id else None,
         permission_mode=body.permission_mode,
+        worktree=bool(body.worktree),
         attachment_ids=[str(i) for i in body.attachment_ids],
     )
     result = (await sending.send(gw, who, draft)).outcome

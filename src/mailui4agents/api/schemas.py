@@ -75,7 +75,8 @@ class NameIn(StrictBody):
 
 
 class MailCreate(StrictBody):
-    """A human's mail. `permission_mode` only when the mail creates a session."""
+    """A human's mail. `permission_mode` only when the mail creates a session;
+    `worktree` ("own worktree", docs/review.md) too, and ignored on a reply."""
 
     to: list[str]
     cc: list[str] = []
@@ -84,6 +85,7 @@ class MailCreate(StrictBody):
     parent_mail_id: Id | None = None
     attachment_ids: list[Id] = []
     permission_mode: Mode | None = None
+    worktree: bool | None = None
 
 
 class AgentMailCreate(StrictBody):
@@ -98,8 +100,9 @@ class AgentMailCreate(StrictBody):
     from_session_id: Id | None = None
     relay: bool = False
     relay_key: str | None = None
-    #: "failure": a bridge reports a turn that could not run (never starts a turn itself).
-    type: Literal["message", "failure"] = "message"
+    #: "failure": a bridge reports a turn that could not run; "work": a bridge's
+    #: record of what a turn changed (docs/review.md). Neither starts a turn.
+    type: Literal["message", "failure", "work"] = "message"
 
 
 class MarkRead(StrictBody):

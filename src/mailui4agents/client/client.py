@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, NotRequired, TypedDict
 
@@ -45,6 +45,19 @@ from mailui4agents.wire.models import (
     UserOut,
 )
 from mailui4agents.wire.rules import RuleFileOut, RuleOut
+from mailui4agents.wire.work import (
+    ReviewCommentOut,
+    ReviewSent,
+    SessionWorkOut,
+    WorkActionOut,
+    WorkAskOut,
+    WorkOut,
+    WorktreesOut,
+)
+
+#: The longest long-poll of one get_work_action call (the gateway allows 30 s;
+#: the client's read timeout is 30 s).
+WORK_WAIT_MAX = 25.0
 
 #: Where a decision came from, when not the API itself (api/permissions.py).
 CHANNEL_HEADER = "X-Agentmail-Channel"
@@ -175,9 +188,12 @@ class AsyncClient(Transport):
         relay_key: str | None = None,
         from_session_id: str | None = None,
         mail_type: str | None = None,
+        worktree: bool | None = None,
     ) -> MailOut | Duplicate:
         """Send a mail; returns the MailOut, or Duplicate (``status`` "duplicate_relay").
-        ``mail_type="failure"`` (agents) marks a bridge's failure notice."""
+        ``mail_type="failure"`` (agents) marks a bridge's failure notice, ``"work"``
+        a turn's diff (docs/review.md). ``worktree`` (people): the session this mail
+        makes runs in a worktree of its own."""
         self._agent_only(
             relay=relay, relay_key=relay_key, from_session_id=from_session_id, mail_type=mail_type
         )
@@ -193,6 +209,7 @@ class AsyncClient(Transport):
             relay_key=relay_key,
             from_session_id=from_session_id,
             type=mail_type,
+            worktree=worktree,
         )
         path = "/agent/mail" if self.config.is_agent else "/mail"
         data = await self._call("POST", path, json=payload)
@@ -517,6 +534,81 @@ class AsyncClient(Transport):
         path = "/agent/search" if self.config.is_agent else "/search"
         params = without_none(q=q, session_id=session_id, limit=limit, cursor=cursor)
         return await self._page(path, params, MailOut)
+
+    # -- work and review (docs/review.md) -------------------------------------------------
+
+    async def work(self, session_id: str) -> WorkOut:
+        """Human: the session's worktree, its last actions and the review comments."""
+        return WorkOut.model_validate(await self._call("GET", f"/sessions/{seg(session_id)}/work"))
+
+    async def comment(
+        self,
+        mail_id: str,
+        path: str,
+        line: int,
+        body: str,
+        end_line: int | None = None,
+        side: str = "new",
+    ) -> ReviewCommentOut:
+        """Human: a comment on ``line`` (to ``end_line``) of ``path`` in a work mail's patch."""
+        payload = without_none(path=path, line=line, end_line=end_line, side=side, body=body)
+        data = await self._call("POST", f"/mails/{seg(mail_id)}/comments", json=payload)
+        return ReviewCommentOut.model_validate(data)
+
+    async def delete_comment(self, comment_id: str) -> None:
+        """Human: take back one of one's comments not sent yet."""
+        await self._call("DELETE", f"/comments/{seg(comment_id)}")
+
+    async def send_review(self, session_id: str) -> ReviewSent:
+        """Human: send every pending comment of one's in the session as one mail to the agent."""
+        data = await self._call("POST", f"/sessions/{seg(session_id)}/review", json={})
+        return ReviewSent.model_validate(data)
+
+    async def work_action(self, session_id: str, action: str) -> WorkActionOut:
+        """Human (an owner, or an admin): ``merge``, ``discard`` or ``keep`` the worktree."""
+        path = f"/sessions/{seg(session_id)}/work/actions"
+        return WorkActionOut.model_validate(await self._call("POST", path, json={"action": action}))
+
+    async def get_work_action(self, action_id: str, wait: float = 0) -> WorkActionOut:
+        """Human: an action; with ``wait``, long-poll until it is answered (at most
+        25 s a call: under the client's read timeout)."""
+        params = {"wait": min(wait, WORK_WAIT_MAX)} if wait else None
+        data = await self._call("GET", f"/work/actions/{seg(action_id)}", params=params)
+        return WorkActionOut.model_validate(data)
+
+    async def admin_worktrees(self) -> WorktreesOut:
+        """Admin: every active worktree and their disk use."""
+        return WorktreesOut.model_validate(await self._call("GET", "/admin/worktrees"))
+
+    async def report_work(self, session_id: str, **fields: Any) -> SessionWorkOut:
+        """Agent: the worktree of a session it runs in (branch, path, base_branch,
+        base_commit, head_commit, bytes, state, dirty, unmerged)."""
+        path = f"/agent/sessions/{seg(session_id)}/work"
+        return SessionWorkOut.model_validate(await self._call("PUT", path, json=fields))
+
+    async def pending_work_actions(self) -> list[WorkActionOut]:
+        """Agent: its actions still waiting for an answer, oldest first."""
+        params = {"status": "pending"}
+        return (await self._page("/agent/work/actions", params, WorkActionOut)).items
+
+    async def finish_work_action(
+        self,
+        action_id: str,
+        status: str,
+        message: str,
+        conflicts: Sequence[str] = (),
+    ) -> WorkActionOut:
+        """Agent: answer an action: ``done``, ``refused`` (with the merge's
+        ``conflicts``) or ``failed``."""
+        body = {"status": status, "message": message, "conflicts": list(conflicts)}
+        data = await self._call("POST", f"/agent/work/actions/{seg(action_id)}", json=body)
+        return WorkActionOut.model_validate(data)
+
+    async def ask_about_work(self, session_id: str, reason: str) -> WorkAskOut:
+        """Agent: ask the owners to keep or discard a worktree past its retention
+        (once per unanswered question: ``deduplicated`` then)."""
+        path = f"/agent/sessions/{seg(session_id)}/work/ask"
+        return WorkAskOut.model_validate(await self._call("POST", path, json={"reason": reason}))
 
     # -- live events ----------------------------------------------------------------------
 

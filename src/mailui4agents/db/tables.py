@@ -97,6 +97,9 @@ class SessionRow(Base):
     status: Mapped[str] = mapped_column(String(20), default="active")
     permission_mode: Mapped[str] = mapped_column(String(20), default="workspace")
     permission_enforcement: Mapped[str] = mapped_column(String(20), default="advisory")
+    # A person chose "own worktree" on the mail that made the session: its agent's
+    # bridge runs it in a git worktree of its own (docs/review.md).
+    worktree: Mapped[bool] = mapped_column(Boolean, default=False)
     platform_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     hop_limit: Mapped[int] = mapped_column(Integer, default=5)
     created_by: Mapped[str] = mapped_column(String(200))

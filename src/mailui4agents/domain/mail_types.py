@@ -25,6 +25,9 @@ class MailType(StrEnum):
     """A notice of the gateway's own (an interactive session began)."""
     CALENDAR = "calendar"
     """A scheduled mail, delivered when its time came."""
+    WORK = "work"
+    """A bridge's record of what one turn changed in the session's worktree: its
+    diff stat, `work.json` and the patch (docs/review.md). Never a turn."""
 
 
 # What counts toward an agent's send budget (services/budgets.py): its own mail,

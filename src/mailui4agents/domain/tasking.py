@@ -38,10 +38,12 @@ OWNER, TASKER = "owner", "tasker"
 #: Mail types that never start a turn: receipts and our own kind of notices.
 #: A ``permission_decision`` mail is a receipt of a decision the waiting turn has
 #: already received; a ``failure`` mail answered with a turn could loop between
-#: two bridges; requests go to humans, never to agents. The bridge starts no turn
-#: for them (bridge/replies.py), so they set nobody to work.
+#: two bridges; requests go to humans, never to agents; a ``work`` mail is a
+#: bridge's record of a turn's diff (docs/review.md), and a turn on it would be a
+#: turn about its own turn. The bridge starts no turn for them (bridge/replies.py),
+#: so they set nobody to work.
 NO_TURN_TYPES = frozenset(
-    {MailType.PERMISSION_DECISION, MailType.PERMISSION_REQUEST, MailType.FAILURE}
+    {MailType.PERMISSION_DECISION, MailType.PERMISSION_REQUEST, MailType.FAILURE, MailType.WORK}
 )
 
 _RANK: dict[str, int] = {m: i for i, m in enumerate(MODES)}

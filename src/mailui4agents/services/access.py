@@ -458,6 +458,20 @@ class Reader:
         row = await s.get(SessionDeciderRow, (session.id, self.name))
         return self.principal.is_human and row is not None and row.role == OWNER
 
+    async def ensure_owner(self, s: AsyncSession, session: SessionRow, what: str) -> None:
+        """What only a session's owners and admins may do to its worktree (merge,
+        discard, keep; docs/review.md): NotFound for who cannot read the session,
+        Forbidden for every other reader — the deciders an owner named too, and
+        agents: that power changes the person's repository, not a request."""
+        if not await self.can_read(s, session):
+            raise not_found(what)
+        if self.principal.is_human and self.principal.is_admin:
+            return
+        if not await self.is_owner(s, session):
+            raise forbidden(
+                "only the session's owners (and admins) may merge, discard or keep its worktree"
+            )
+
     async def can_see_platform_sessions_of(self, s: AsyncSession, agent_name: str) -> bool:
         """An agent's platform sessions (titles included) are for the agent itself
         and its owners; other agents and humans never see them."""

@@ -71,6 +71,8 @@ async def trailing_relays(s: AsyncSession, session_id: str) -> int:
             MailRow.session_id == session_id,
             MailRow.relay.is_(True),
             MailRow.seq > (last_plain or 0),
+            # A bridge's record of a turn's diff is no hop (docs/review.md).
+            MailRow.type != MailType.WORK,
         )
     )
     return int(n or 0)
@@ -83,10 +85,13 @@ async def check_send(
     session: SessionRow,
     relay: bool,
     recipients_human: list[bool],
+    type_: MailType = MailType.MESSAGE,
 ) -> None:
     """Refuse (Conflict) a send over the hop limit or the budget. Nothing is written
-    before this check, so a refused relay keeps its key free for a later retry."""
-    if sender.kind != "agent":
+    before this check, so a refused relay keeps its key free for a later retry.
+    A `work` mail (a turn's diff, docs/review.md) is neither a hop nor budgeted:
+    it goes with the turn's relay, which is counted."""
+    if sender.kind != "agent" or type_ == MailType.WORK:
         return
     if relay and await trailing_relays(s, session.id) >= session.hop_limit:
         raise Conflict(

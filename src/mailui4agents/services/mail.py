@@ -140,6 +140,7 @@ async def send_mail(
     type_: MailType = MailType.MESSAGE,
     attachment_ids: Sequence[str] = (),
     recipients: Recipients | None = None,
+    worktree: bool = False,
 ) -> Sent | Duplicate:
     """Store a mail and one `new_mail` event per recipient: Sent, or Duplicate
     when this sender used `relay_key` before (nothing is written then).
@@ -192,7 +193,11 @@ async def send_mail(
     await tasking.check_send(
         s, sender, deliveries, session, created, permission_mode, from_session_id, type_
     )
-    await budgets.check_send(s, settings, sender, session, relay, [r.is_human for r in deliveries])
+    await budgets.check_send(
+        s, settings, sender, session, relay, [r.is_human for r in deliveries], type_
+    )
+    if created and worktree:  # ignored on a reply, as docs/review.md says
+        session.worktree = True
     if created:
         # The humans on a session's first mail own it (docs/access.md).
         owners = [sender.name] if sender.is_human else []

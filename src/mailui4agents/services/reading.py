@@ -125,6 +125,7 @@ def page_columns(*, preview: bool) -> tuple[Any, ...]:
         "permission_mode": SessionRow.permission_mode,
         "permission_enforcement": SessionRow.permission_enforcement,
         "platform_id": SessionRow.platform_id,
+        "worktree": SessionRow.worktree,
         "recipients": _recipients_of_mail(),
         "has_files": select(MailAttachmentRow.mail_seq)
         .where(MailAttachmentRow.mail_seq == MailRow.seq)

@@ -36,7 +36,10 @@ class Draft:
     relay: bool = False
     relay_key: str | None = None
     from_session_id: str | None = None
-    type_: MailType = MailType.MESSAGE  # MESSAGE, RELAY or FAILURE
+    type_: MailType = MailType.MESSAGE  # MESSAGE, RELAY, FAILURE or WORK
+    #: A person's "own worktree" for a session this mail makes (docs/review.md);
+    #: ignored on a mail into an existing session.
+    worktree: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ async def send(
             type_=draft.type_,
             attachment_ids=list(draft.attachment_ids),
             recipients=recipients,
+            worktree=draft.worktree,
         )
         if also is not None and isinstance(outcome, Sent):
             await also(s, outcome)

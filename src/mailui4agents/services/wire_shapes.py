@@ -101,6 +101,7 @@ PAGE_MAIL_COLUMNS = (
     "permission_mode",
     "permission_enforcement",
     "platform_id",
+    "worktree",
     "recipients",
     "has_files",
 )
@@ -153,6 +154,7 @@ def mail_item(
         mode,
         enforcement,
         platform_id,
+        worktree,
         _recipients,
         _has_files,
     ) = row
@@ -182,6 +184,7 @@ def mail_item(
         "permission_mode": mode,
         "permission_enforcement": enforcement,
         "platform_session_id": platform_id,
+        "worktree": bool(worktree),
         "from_name": sender,
     }
 
@@ -289,7 +292,7 @@ class MailContext:
                 m.seq, m.id, m.session_id, m.from_name, m.from_human, m.subject, m.body,
                 m.parent_mail_id, m.type, m.relay, m.created_at, ses.alias, ses.workspace,
                 ses.permission_mode, ses.permission_enforcement, ses.platform_id,
-                None, bool(self.attachments),
+                ses.worktree, None, bool(self.attachments),
             )  # fmt: skip
             people = People(
                 to=self.names("to"),
@@ -354,4 +357,5 @@ def session_out(
         pending_permissions=pending,
         proposed_alias=session.proposed_alias,
         proposed_by=session.proposed_by,
+        worktree=bool(session.worktree),
     )

@@ -221,6 +221,7 @@ TYPE_WORDS: dict[str, str] = {
     MailType.SYSTEM: "session notice",
     MailType.CALENDAR: "calendar entry",
     MailType.FAILURE: "failure report",
+    MailType.WORK: "work",
 }
 
 

@@ -18,5 +18,8 @@ class EventType(StrEnum):
     """An agent asks you, a decider of its session, to approve or answer."""
     PERMISSION_DECISION = "permission_decision"
     """A request was decided, expired or cancelled."""
+    WORK_ACTION = "work_action"
+    """An owner asked the agent's bridge to merge, discard or keep a session's
+    worktree (to the agent); the bridge answered it (to the person who asked)."""
     RESET = "reset"
     """The stream skipped events you may have missed: read your inbox again."""

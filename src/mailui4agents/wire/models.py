@@ -67,6 +67,7 @@ class NewMailEvent(Lenient):
     permission_mode: str | None = None
     permission_enforcement: str | None = None
     platform_session_id: str | None = None
+    worktree: bool = False
     created_at: Timestamp
 
 
@@ -99,6 +100,8 @@ class MailOut(Lenient):
     permission_mode: str | None = None
     permission_enforcement: str | None = None
     platform_session_id: str | None = None
+    # The session runs in a worktree of its own (docs/review.md): the event carries it.
+    worktree: bool = False
     from_name: str | None = None
 
 
@@ -133,6 +136,7 @@ class SessionOut(Lenient):
     pending_permissions: int = 0
     proposed_alias: str | None = None
     proposed_by: str | None = None
+    worktree: bool = False
 
 
 class OptionOut(Lenient):
@@ -505,10 +509,34 @@ class ResetEvent(Lenient):
     message: str
 
 
+class WorkActionOut(Lenient):
+    """A merge, discard or keep an owner asked for, and the bridge's answer
+    (`status` pending | done | refused | failed; `conflicts`: paths of a refused
+    merge); the data of a `work_action` event too (docs/review.md)."""
+
+    id: str
+    session_id: str
+    agent: str
+    action: str
+    requested_by: str
+    status: str
+    message: str | None = None
+    conflicts: list[str] = Field(default_factory=list)
+    created_at: Timestamp
+    finished_at: Timestamp | None = None
+
+
 class EventFrame(Lenient):
     """One frame of an event stream (`text/event-stream`): the lines `id:`,
     `event:` and `data:` (JSON; its schema depends on `event`)."""
 
     id: int
     event: EventType
-    data: NewMailEvent | SessionOut | PermissionOut | PermissionDecisionEvent | ResetEvent
+    data: (
+        NewMailEvent
+        | SessionOut
+        | PermissionOut
+        | PermissionDecisionEvent
+        | WorkActionOut
+        | ResetEvent
+    )
