@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.web.conftest import DESKTOP, PHONE, ROOT, Web
+from tests.web.conftest import PHONE, ROOT, Web
 from tests.web.test_browser import INJECTED, XSS, no_horizontal_scroll, open_as
 
 pytestmark = pytest.mark.e2e
@@ -131,7 +131,7 @@ def send_work(
     n = len(doc["files"])
     return web.send(
         agent,
-        [human],
+        [f"{human}@{sent['workspace']}.{sent['session_alias']}"],
         type="work",
         relay=True,
         relay_key=f"work:{agent}:{sent['id']}",
@@ -304,14 +304,19 @@ def test_a_comment_is_added_with_the_keyboard_and_sent_as_a_review(
 
     page.evaluate(axe_source)
     violations = page.evaluate("async () => (await axe.run(document)).violations")
-    serious = [(v["id"], v["nodes"][0]["target"]) for v in violations if v["impact"] in ("serious", "critical")]
+    serious = [
+        (v["id"], v["nodes"][0]["target"])
+        for v in violations
+        if v["impact"] in ("serious", "critical")
+    ]
     assert serious == []
 
     review = page.locator("#work-panel").get_by_role("button", name="Send review (1)")
     review.focus()
     page.keyboard.press("Enter")
     expect(comment.locator(".cstate")).to_have_text("sent")
-    expect(page.locator("#work-panel").get_by_role("button", name=re.compile("^Send review"))).to_have_text(
+    panel = page.locator("#work-panel")
+    expect(panel.get_by_role("button", name=re.compile("^Send review"))).to_have_text(
         "Send review (0)"
     )
     # The agent got one mail, in the session, with the file, the lines and the code.
@@ -367,7 +372,11 @@ def test_only_the_owner_sees_merge_discard_and_keep(
 
     # A second human who reads the thread (cc'd) sees the diff, not the buttons.
     bea = web.user("bea")
-    web.send(ana, [f"{bot}@{sent['workspace']}.{sent['session_alias']}"], cc=[bea])
+    web.send(
+        ana,
+        [f"{bot}@{sent['workspace']}.{sent['session_alias']}"],
+        cc=[f"{bea}@{sent['workspace']}"],
+    )
     other, _ = open_as(browser, contexts, web, bea, path=f"/sessions/{sid}")
     expect(file_box(other, "app.py")).to_be_visible()
     expect(other.get_by_role("button", name="Merge into main")).to_have_count(0)
@@ -391,7 +400,8 @@ def test_the_xss_corpus_in_file_names_and_contents_renders_inert(
     send_work(web, bot, ana, sent, work, patch)
     page, dialogs = open_as(browser, contexts, web, ana, path=f"/sessions/{sent['session_id']}")
     expect(page.locator(".diff details.file")).to_have_count(2 * len(names))
-    expect(page.locator(".diff .work-meta")).to_contain_text("agentmail/<img src=x onerror=alert(1)>")
+    meta = page.locator(".diff .work-meta")
+    expect(meta).to_contain_text("agentmail/<img src=x onerror=alert(1)>")
     for name in (names[0], names[2]):  # no quote in these two
         expect(page.locator(f'details.file[data-path="{name}.js"]')).to_be_attached()
     expect(page.locator(".diff .c.add").filter(has_text=XSS[0]).first).to_be_visible()

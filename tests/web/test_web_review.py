@@ -40,7 +40,7 @@ async def work_mail(
         ids.append(await upload(api, agent, "turn.diff", patch, "text/x-diff"))
     r = await api.send(
         agent,
-        [to],
+        [f"{to}@{started['workspace']}.{started['session_alias']}"],
         subject="Work: 5 file(s) changed",
         body="Branch agentmail/fix, commits aaaaaaa..bbbbbbb",
         type="work",
@@ -55,6 +55,11 @@ async def work_mail(
     return out
 
 
+WORKTREE = {"branch": "agentmail/fix", "path": "/state/worktrees/abc/s1", "base_branch": "main",
+            "base_commit": "a" * 40, "head_commit": "b" * 40, "bytes": 2_500_000,
+            "state": "active", "dirty": True, "unmerged": 2}  # fmt: skip
+
+
 async def world(api: Api) -> dict[str, Any]:
     """ana's session with bot (ana owns it; carl is cc'd: he reads it, owns
     nothing), bot's work mail and its worktree; bob reads nothing of it."""
@@ -62,15 +67,15 @@ async def world(api: Api) -> dict[str, Any]:
         await api.user(name)
     await api.user("root", is_admin=True)
     await api.agent("bot")
-    r = await api.send("ana", ["bot@/srv/app.new"], cc=["carl"], subject="Fix it", worktree=True)
+    r = await api.send(
+        "ana", ["bot@/srv/app.new"], cc=["carl@/srv/app"], subject="Fix it", worktree=True
+    )
     assert r.status_code == 201, r.text
     started = r.json()
     mail = await work_mail(api, "bot", "ana", started, work_json(), PATCH.encode())
     r = await api.http.put(
         f"/api/v1/agent/sessions/{started['session_id']}/work",
-        json={"branch": "agentmail/fix", "path": "/state/worktrees/abc/s1", "base_branch": "main",
-              "base_commit": "a" * 40, "head_commit": "b" * 40, "bytes": 2_500_000,
-              "state": "active", "dirty": True, "unmerged": 2},  # fmt: skip
+        json=WORKTREE,
         headers=api.auth("bot"),
     )
     assert r.status_code == 200, r.text
@@ -105,7 +110,7 @@ async def test_the_thread_shows_the_work_mail_as_its_diff_and_the_owner_finishes
         assert r.json()["side"] == "new" and r.json()["author"] == "ana"
         r = await post(ana, f"/mails/{w['mail']}/comments", page_url,
                        path="app.py", line="40", body="no such line")  # fmt: skip
-        assert r.status_code == 422 and r.json()["error"]["field"] == "line", r.text
+        assert r.status_code == 400 and r.json()["error"]["field"] == "line", r.text
         r = await post(ana, f"/mails/{w['mail']}/comments", page_url,
                        path="app.py", line="two", body="x")  # fmt: skip
         assert r.status_code == 400 and r.json()["error"]["field"] == "line", r.text
@@ -236,8 +241,15 @@ async def test_own_worktree_is_chosen_when_composing_a_new_session_only(api: Api
         # A reply has no such box, and a ticked one sent anyway changes nothing.
         reply = (await ana.get("/compose", params={"reply_to": made[False]["id"]})).text
         assert 'name="worktree"' not in reply
-        form = {"csrf": csrf, "to": f"bot@{made[False]['workspace']}.{made[False]['session_alias']}", "subject": "Re: s", "body": "b",
-                "parent_mail_id": made[False]["id"], "worktree": "1"}  # fmt: skip
+        first = made[False]
+        form = {
+            "csrf": csrf,
+            "to": f"bot@{first['workspace']}.{first['session_alias']}",
+            "subject": "Re: s",
+            "body": "b",
+            "parent_mail_id": first["id"],
+            "worktree": "1",
+        }
         r = await ana.post("/compose", data=form, headers=JSON)
         assert r.status_code == 200, r.text
         got = await api.http.get(

@@ -8,7 +8,7 @@ work without JavaScript, and static/diff.js sends them by fetch asking for JSON
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -41,9 +41,9 @@ async def add_comment(request: Request, mail_id: str) -> Response:
     if refused is not None:
         return refused
     assert user is not None
-    side = _text(form, "side") or "new"
+    side: Literal["new", "old"] = "old" if _text(form, "side") == "old" else "new"
     try:
-        if side not in ("new", "old"):
+        if _text(form, "side") not in ("", "new", "old"):
             raise data.ServiceError(400, "invalid_value", "side is new or old", field="side")
         line = _number(form, "line", True)
         assert line is not None
@@ -105,5 +105,3 @@ async def work_action(request: Request, session_id: str) -> Response:
     except data.Refusal as err:
         return _error(request, user, err)
     return _done(request, f"/sessions/{quote(session_id)}#work-panel", out)
-
-

@@ -17,6 +17,7 @@ from typing import Any
 
 from mailui4agents.db.tables import SessionRow
 from mailui4agents.domain.errors import DomainError
+from mailui4agents.domain.mail_types import MailType
 from mailui4agents.services import access, attachments, work
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 
 WORK_JSON = "work.json"
 TURN_DIFF = "turn.diff"
-WORK_TYPE = "work"  # domain/mail_types.MailType.WORK
 MAX_WORK_MAILS = 20  # the newest work mails of a thread shown as diffs; older ones as mail
 
 
@@ -80,7 +80,7 @@ async def work_views(
     gw: Gateway, who: Principal, mails: list[MailJson]
 ) -> dict[str, diff_view.WorkView]:
     """The diffs of the thread's newest `work` mails, by mail id."""
-    works = [m for m in mails if m.get("type") == WORK_TYPE][-MAX_WORK_MAILS:]
+    works = [m for m in mails if m.get("type") == MailType.WORK][-MAX_WORK_MAILS:]
     out: dict[str, diff_view.WorkView] = {}
     for m in works:
         view = await work_view(gw, who, m)
