@@ -399,7 +399,11 @@ def test_the_xss_corpus_in_file_names_and_contents_renders_inert(
     work, patch = turn_of(repo, "agentmail/<img src=x onerror=alert(1)>")
     send_work(web, bot, ana, sent, work, patch)
     page, dialogs = open_as(browser, contexts, web, ana, path=f"/sessions/{sent['session_id']}")
-    expect(page.locator(".diff details.file")).to_have_count(2 * len(names))
+    listed = json.loads(work)["files"]
+    assert len(listed) >= 2 * len(names)  # renamed (or deleted and added) and the .js
+    # Every file of the patch matched its work.json entry (none shown twice or unlisted).
+    expect(page.locator(".diff details.file")).to_have_count(len(listed))
+    expect(page.locator('.diff details.file[data-listed="1"]')).to_have_count(len(listed))
     meta = page.locator(".diff .work-meta")
     expect(meta).to_contain_text("agentmail/<img src=x onerror=alert(1)>")
     for name in (names[0], names[2]):  # no quote in these two
