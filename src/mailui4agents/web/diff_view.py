@@ -300,7 +300,7 @@ def _blocks(lines: list[Line]) -> list[Block]:
             while i < len(lines) and lines[i].kind == "ctx":
                 rows.append(Row(lines[i], lines[i]))
                 i += 1
-            blocks.append(Block(False, rows))
+            blocks.append(Block(change=False, rows=rows))
             continue
         dels: list[Line] = []
         adds: list[Line] = []
@@ -311,7 +311,7 @@ def _blocks(lines: list[Line]) -> list[Block]:
             Row(dels[k] if k < len(dels) else None, adds[k] if k < len(adds) else None)
             for k in range(max(len(dels), len(adds)))
         ]
-        blocks.append(Block(True, pairs))
+        blocks.append(Block(change=True, rows=pairs))
     return blocks
 
 

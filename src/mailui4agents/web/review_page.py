@@ -26,7 +26,7 @@ router = APIRouter(include_in_schema=False)
 MAX_FIELD = 5000  # a form field longer than any path or comment is refused by its service
 
 
-def _number(form: Mapping[str, Any], name: str, required: bool) -> int | None:
+def _number(form: Mapping[str, Any], name: str, *, required: bool) -> int | None:
     text = _text(form, name).strip()
     if not text and not required:
         return None
@@ -45,13 +45,13 @@ async def add_comment(request: Request, mail_id: str) -> Response:
     try:
         if _text(form, "side") not in ("", "new", "old"):
             raise data.ServiceError(400, "invalid_value", "side is new or old", field="side")
-        line = _number(form, "line", True)
+        line = _number(form, "line", required=True)
         assert line is not None
         comment = review_service.CommentIn(
             path=_text(form, "path")[:MAX_FIELD],
             line=line,
             body=_text(form, "body")[:MAX_FIELD],
-            end_line=_number(form, "end_line", False),
+            end_line=_number(form, "end_line", required=False),
             side=side,
         )
         out = await review_service.add_comment(gateway(request), user.principal, mail_id, comment)

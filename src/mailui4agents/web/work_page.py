@@ -15,7 +15,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from mailui4agents.db.tables import SessionRow
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.domain.mail_types import MailType
 from mailui4agents.services import access, attachments, work
@@ -113,8 +112,8 @@ async def review(gw: Gateway, who: Principal, session_id: str, mails: list[MailJ
     views = await work_views(gw, who, mails)
     async with gw.read() as s:
         info = await work.view(s, who, session_id)
-        session = await s.get(SessionRow, session_id)
-        owner = session is not None and await access.Reader(who).is_owner(s, session)
+        session = await work.readable_session(s, who, session_id)
+        owner = await access.Reader(who).is_owner(s, session)
     comments: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]] = {}
     elsewhere: dict[str, list[dict[str, Any]]] = {}
     places = {mail_id: v.places() for mail_id, v in views.items()}
