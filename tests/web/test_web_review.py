@@ -108,6 +108,19 @@ async def test_the_thread_shows_the_work_mail_as_its_diff_and_the_owner_finishes
                        path="app.py", line="2", body="why 2?")  # fmt: skip
         assert r.status_code == 201, r.text
         assert r.json()["side"] == "new" and r.json()["author"] == "ana"
+        first = r.json()["id"]
+        # A second one, on the old side, taken back with its Delete form.
+        r = await post(ana, f"/mails/{w['mail']}/comments", page_url,
+                       path="app.py", line="2", side="old", body="gone?")  # fmt: skip
+        assert r.status_code == 201 and r.json()["side"] == "old", r.text
+        second = r.json()["id"]
+        page = (await ana.get(page_url)).text
+        assert "Send review (2)" in page and f'action="/comments/{second}/delete"' in page
+        assert re.search(r'class="cm old pending"', page)
+        r = await ana.post(
+            f"/comments/{second}/delete", data={"csrf": csrf_of(page), "next": page_url}
+        )
+        assert r.status_code == 303 and r.headers["location"] == page_url, r.text
         r = await post(ana, f"/mails/{w['mail']}/comments", page_url,
                        path="app.py", line="40", body="no such line")  # fmt: skip
         assert r.status_code == 400 and r.json()["error"]["field"] == "line", r.text
@@ -127,6 +140,9 @@ async def test_the_thread_shows_the_work_mail_as_its_diff_and_the_owner_finishes
         assert r.status_code == 303, r.text
         page = (await ana.get(page_url)).text
         assert "Send review (0)" in page and 'class="cm new sent"' in page
+        assert f'action="/comments/{first}/delete"' not in page  # sent: no Delete
+        r = await post(ana, f"/comments/{first}/delete", page_url)
+        assert r.status_code == 409 and r.json()["error"]["reason"] == "already_sent"
         r = await post(ana, f"/sessions/{w['sid']}/review", page_url)
         assert r.status_code == 409 and r.json()["error"]["reason"] == "nothing_to_send"
 
@@ -147,6 +163,8 @@ async def test_the_thread_shows_the_work_mail_as_its_diff_and_the_owner_finishes
         assert 'class="cm new sent"' in page  # a sent comment is everyone's
         r = await post(carl, f"/sessions/{w['sid']}/work/actions", page_url, action="discard")
         assert r.status_code == 403, r.text
+        r = await post(carl, f"/comments/{first}/delete", page_url)
+        assert r.status_code == 403, r.text  # not his
 
     async with browser(api, "bob") as bob:  # cannot read the session
         assert (await bob.get(page_url)).status_code == 404
@@ -154,6 +172,7 @@ async def test_the_thread_shows_the_work_mail_as_its_diff_and_the_owner_finishes
             (f"/mails/{w['mail']}/comments", {"path": "app.py", "line": "2", "body": "x"}),
             (f"/sessions/{w['sid']}/work/actions", {"action": "discard"}),
             (f"/sessions/{w['sid']}/review", {}),
+            (f"/comments/{first}/delete", {}),
         ):
             r = await post(bob, url, "/", **form)
             assert r.status_code == 404, (url, r.text)
