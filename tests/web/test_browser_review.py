@@ -223,7 +223,7 @@ def test_the_diff_reads_side_by_side_on_a_desktop_and_unified_on_a_phone(
     expect(page.locator("#work-panel")).to_contain_text(f"agentmail/{sent['session_alias']}")
     expect(page.locator("#work-panel")).to_contain_text("123.5 kB")
     # Highlighted: Pygments' classes on the Python file's tokens.
-    expect(app.locator(".code .pg-k").first).to_be_visible()
+    expect(app.locator(".c.r .code .pg-k").first).to_be_visible()
     # Side by side: a deleted line and the added line beside it share a row.
     deleted = app.locator(".c.del").first
     added = app.locator(".c.add").first
