@@ -300,7 +300,7 @@ def test_a_thousand_files_are_all_collapsed_and_the_page_stays_small() -> None:
     html = render(view)
     assert " open>" not in html
     assert html.count("<details") == 1000
-    assert len(html) < 2_500_000, len(html)  # about 2.3 kB a file of two lines
+    assert len(html) < 2_000_000, len(html)  # about 1.5 kB a file of two lines
 
 
 def test_the_page_stops_showing_lines_past_its_limit() -> None:

@@ -38,7 +38,7 @@ HIGHLIGHT_MAX_LINES = 2000  # a file with more diff lines than this is not highl
 HIGHLIGHT_MAX_LINE_CHARS = 1000  # …nor one with a line longer than this
 FILE_MAX_LINES = 5000  # a file with more diff lines than this is named, not shown
 LINE_MAX_CHARS = 5000  # a line longer than this is cut (with "…")
-PAGE_MAX_LINES = 20000  # lines shown over the whole mail; later files are named only
+PAGE_MAX_LINES = 6000  # lines shown over the whole mail (about 3 MB of page); later files named
 
 HEX40 = r"^[0-9a-f]{40}$"
 Hex40 = Annotated[str, StringConstraints(pattern=HEX40)]
@@ -323,10 +323,17 @@ CLASS_PREFIX = "pg-"
 _FORMATTER = HtmlFormatter(nowrap=True, classprefix=CLASS_PREFIX)
 
 
-@lru_cache(maxsize=256)
 def _lexer(path: str) -> Lexer | None:
-    """The lexer a file's name calls for (None: plain text)."""
+    """The lexer a file's name calls for (None: plain text). Looked up by the
+    name's extension ("x.py" → "*.py"), so a turn of many files asks Pygments
+    once per kind; a name without one (Makefile, Dockerfile) by itself."""
     name = path.rsplit("/", 1)[-1]
+    stem, dot, ext = name.rpartition(".")
+    return _lexer_for(f"file.{ext}" if dot and stem else name)
+
+
+@lru_cache(maxsize=256)
+def _lexer_for(name: str) -> Lexer | None:
     try:
         return get_lexer_for_filename(name, stripnl=False, stripall=False, ensurenl=True)
     except (ClassNotFound, ValueError):
