@@ -90,6 +90,8 @@ async def test_own_worktree_is_set_by_the_mail_that_makes_the_session(
     assert mail.json()["worktree"] is True
     inbox = await api.http.get("/api/v1/agent/inbox?status=all", headers=api.auth("claude"))
     assert {i["worktree"] for i in inbox.json()["items"]} == {True}
+    new_mail = await events(api, "agent:claude", "new_mail")
+    assert new_mail and {e["worktree"] for e in new_mail} == {True}  # the live event too
     # A reply's worktree is ignored, not an error; the session keeps its choice.
     r = await api.send("ana", [world["from"]], parent_mail_id=world["work"], worktree=False)
     assert r.status_code == 201, r.text
@@ -125,6 +127,8 @@ async def test_work_mails_are_no_hop_and_no_budget(api: Api, world: dict[str, An
         )  # fmt: skip
         hops.append(r.status_code)
     assert hops[-1] == 409 and hops[:5] == [201] * 5
+    # At the hop limit, the bridge's record of a turn still goes through.
+    await post_work(api, "claude", sid, parent, to, key="work:claude:at-the-limit")
 
 
 # -- the session's work ------------------------------------------------------------------
@@ -416,7 +420,8 @@ async def test_sending_the_review_from_every_side(api: Api, world: dict[str, Any
     assert got == {None: 401, "claude": 403, "codex": 403, "carl": 404, "bob": 409, "root": 409}
     bad = await api.http.post(url, json={"x": 1}, headers=api.auth("ana"))
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "x"
-    assert (await api.http.post(url, json={}, headers=api.auth("ana"))).status_code == 201
+    # No body at all is `{}`.
+    assert (await api.http.post(url, headers=api.auth("ana"))).status_code == 201
 
 
 async def test_a_failed_review_send_leaves_the_comments_pending(
@@ -645,6 +650,11 @@ async def test_asking_about_a_worktree_is_deduplicated_until_answered(
     api: Api, world: dict[str, Any]
 ) -> None:
     sid = world["sid"]
+    # Retention runs from the archiving: the question comes into an archived session.
+    r = await api.http.patch(
+        f"/api/v1/sessions/{sid}", json={"archived": True}, headers=api.auth("ana")
+    )
+    assert r.status_code == 200, r.text
     url = f"/api/v1/agent/sessions/{sid}/work/ask"
     body = {"reason": "it has uncommitted changes"}
     first = await api.http.post(url, json=body, headers=api.auth("claude"))
@@ -715,3 +725,116 @@ def test_the_fixture_patch_and_files_agree() -> None:
     from mailui4agents.domain import patch
 
     assert [f.path for f in patch.parse(PATCH)] == [f["path"] for f in FILES[:2]]
+
+
+# -- races (SQLite and PostgreSQL) ----------------------------------------------------
+
+AT_ONCE = 10
+
+
+async def all_at_once(make: Any, n: int = AT_ONCE) -> list[Any]:
+    import anyio
+
+    out: list[Any] = []
+
+    async def one() -> None:
+        out.append(await make())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(n):
+            tg.start_soon(one)
+    return out
+
+
+async def test_actions_asked_at_once_leave_one_pending(api: Api, world: dict[str, Any]) -> None:
+    answers = await all_at_once(lambda: act(api, "ana", world["sid"], "merge"))
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [201] + [409] * (AT_ONCE - 1), [r.text for r in answers]
+    assert {r.json()["error"]["reason"] for r in answers if r.status_code == 409} == {
+        "work_action_pending"
+    }
+    assert len(await events(api, "agent:claude", "work_action")) == 1
+
+
+async def test_the_database_itself_refuses_a_second_pending_action(
+    api: Api, world: dict[str, Any]
+) -> None:
+    """The partial unique index behind the check: a second pending row is refused
+    by the database; a finished one beside a pending one is not."""
+    from sqlalchemy.exc import IntegrityError
+
+    from mailui4agents.db.work_tables import WorkActionRow
+
+    def row(status: str) -> WorkActionRow:
+        return WorkActionRow(
+            session_id=world["sid"], agent="claude", action="keep", requested_by="ana",
+            status=status, conflicts=[],
+        )  # fmt: skip
+
+    gw = gateway_of(api)
+    async with gw.write() as s:
+        s.add_all([row("pending"), row("done"), row("refused")])
+    with pytest.raises(IntegrityError):
+        async with gw.write() as s:
+            s.add(row("pending"))
+
+
+async def test_answers_at_once_finish_an_action_once(api: Api, world: dict[str, Any]) -> None:
+    aid = (await act(api, "ana", world["sid"], "merge")).json()["id"]
+    body = {"status": "refused", "message": "conflicts", "conflicts": ["app.py"]}
+    answers = await all_at_once(
+        lambda: api.http.post(
+            f"/api/v1/agent/work/actions/{aid}", json=body, headers=api.auth("claude")
+        )
+    )
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [200] + [409] * (AT_ONCE - 1), [r.text for r in answers]
+    inbox = await api.http.get("/api/v1/agent/inbox", headers=api.auth("claude"))
+    refusals = [i for i in inbox.json()["items"] if i["subject"].startswith("Merge refused")]
+    assert len(refusals) == 1
+
+
+async def test_asks_at_once_send_one_mail(api: Api, world: dict[str, Any]) -> None:
+    url = f"/api/v1/agent/sessions/{world['sid']}/work/ask"
+    answers = await all_at_once(
+        lambda: api.http.post(url, json={"reason": "dirty"}, headers=api.auth("claude"))
+    )
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [200] * (AT_ONCE - 1) + [201], [r.text for r in answers]
+    assert len({r.json()["mail_id"] for r in answers}) == 1
+
+
+async def test_reviews_sent_at_once_send_the_comments_once(api: Api, world: dict[str, Any]) -> None:
+    for line in (1, 2, 3):
+        assert (await comment(api, "ana", world["work"], line=line)).status_code == 201
+    url = f"/api/v1/sessions/{world['sid']}/review"
+    answers = await all_at_once(lambda: api.http.post(url, json={}, headers=api.auth("ana")))
+    sent = [r for r in answers if r.status_code == 201]
+    assert len(sent) == 1, [r.text for r in answers]
+    assert {r.status_code for r in answers} - {201} <= {409}
+    async with gateway_of(api).read() as s:
+        rows = list(await s.scalars(select(ReviewCommentRow)))
+    assert {c.sent_mail_id for c in rows} == {sent[0].json()["mail_id"]}
+    inbox = await api.http.get("/api/v1/agent/inbox", headers=api.auth("claude"))
+    assert len([i for i in inbox.json()["items"] if i["subject"].startswith("Review:")]) == 1
+
+
+async def test_a_conflict_mail_that_cannot_be_sent_is_said_in_the_answer(
+    api: Api, world: dict[str, Any]
+) -> None:
+    """The session was archived after the merge was asked: the conflicts cannot
+    go back as a mail, the action still finishes, and its message says why."""
+    aid = (await act(api, "ana", world["sid"], "merge")).json()["id"]
+    r = await api.http.patch(
+        f"/api/v1/sessions/{world['sid']}", json={"archived": True}, headers=api.auth("ana")
+    )
+    assert r.status_code == 200, r.text
+    r = await api.http.post(
+        f"/api/v1/agent/work/actions/{aid}",
+        json={"status": "refused", "message": "conflicts", "conflicts": ["app.py"]},
+        headers=api.auth("claude"),
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "refused"
+    assert "The conflicts could not be mailed to the agent" in r.json()["message"]
+    assert "archived" in r.json()["message"]

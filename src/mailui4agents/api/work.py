@@ -106,9 +106,10 @@ async def delete_comment(comment_id: str, who: Human, gw: GatewayDep) -> Respons
 
 @router.post("/sessions/{session_id}/review", status_code=201, response_model=ReviewSent)
 async def send_review(
-    session_id: str, body: ReviewCreate, who: Human, gw: GatewayDep
+    session_id: str, who: Human, gw: GatewayDep, body: ReviewCreate | None = None
 ) -> ReviewSent:
-    """Every pending comment of the caller, as one mail to the agent."""
+    """Every pending comment of the caller, as one mail to the agent (the body,
+    `{}`, may be left out)."""
     return await review.send_review(gw, who, session_id)
 
 

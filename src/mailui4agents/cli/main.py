@@ -53,6 +53,7 @@ COMMANDS = {
     "deciders": "mailui4agents.cli.approvals:deciders",
     "rules": "mailui4agents.cli.rules:rules",
     "audit": "mailui4agents.cli.audit:audit",
+    "work": "mailui4agents.cli.work:work",
     "hook": "mailui4agents.cli.hook:hook",
     "install-hook": "mailui4agents.cli.install_cmd:install_hook",
     "mcp": "mailui4agents.cli.mcp_cmd:mcp",

@@ -23,6 +23,7 @@ from mailui4agents.domain import patch
 from mailui4agents.domain.errors import Conflict, forbidden, invalid_value, not_found
 from mailui4agents.domain.mail_types import MailType
 from mailui4agents.domain.results import Sent
+from mailui4agents.events import log
 from mailui4agents.services import access, sending
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
@@ -142,6 +143,9 @@ async def add_comment(gw: Gateway, who: Principal, mail_id: str, c: CommentIn) -
             field, f"line {lines} of {c.side} side is not in the patch of '{c.path}'"
         )
     async with gw.write() as s:
+        # PostgreSQL: one writer at a time past this point, so two comments at
+        # once cannot both pass the count (SQLite has one writer anyway).
+        await log.take_event_lock(s)
         if await count_pending_comments(s, session.id, who.name) >= MAX_PENDING:
             raise Conflict(
                 f"you have {MAX_PENDING} comments not sent in this session: send the review first",

@@ -8,6 +8,7 @@ Comments on a turn's patch and the review mail are services/review.py."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -37,6 +38,8 @@ from mailui4agents.wire.work import (
     WorktreeItem,
     WorktreesOut,
 )
+
+logger = logging.getLogger("mailui4agents.work")
 
 ACTIONS = ("merge", "discard", "keep")
 FINISHED = ("done", "refused", "failed")
@@ -320,6 +323,7 @@ async def finish_action(
 
 
 def _not_mailed(message: str, e: DomainError) -> str:
+    logger.warning("a refused merge's conflicts could not be mailed: %s", e.message)
     note = f"\n(The conflicts could not be mailed to the agent: {e.message})"
     return (message + note)[:MAX_MESSAGE]
 
