@@ -382,3 +382,27 @@ def test_every_token_colour_is_readable_on_every_line_background() -> None:
         for colour in colours:
             for bg in backgrounds:
                 assert diff_view.contrast(colour, bg) >= 4.5, (colour, bg)
+
+
+def test_every_line_with_a_comment_button_is_one_the_gateway_accepts() -> None:
+    """The page's parser (web/diff_view.py) and the gateway's (domain/patch.py,
+    which checks a comment's lines) agree: each line the page offers a comment on
+    is on that side of that file's hunks for the gateway too; a line next to
+    them is not."""
+    from mailui4agents.domain import patch as gateway_patch
+
+    for work, raw in ((work_json(), PATCH.encode()), xss_turn()):
+        view = build(work, raw)
+        files = gateway_patch.parse(raw.decode())
+        offered = 0
+        for f in view.files:
+            fp = gateway_patch.find(files, f.path)
+            for h in f.hunks:
+                for ln in h.lines:
+                    assert fp is not None, f.path
+                    assert gateway_patch.cut(fp, ln.side, ln.number, ln.number), (f.path, ln)
+                    offered += 1
+            if fp is not None and f.hunks:
+                last = max(ln.new or 0 for h in f.hunks for ln in h.lines)
+                assert gateway_patch.cut(fp, "new", last + 1, last + 1) is None
+        assert offered > 10
