@@ -27,7 +27,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.web.conftest import PHONE, ROOT, Web
-from tests.web.test_browser import INJECTED, XSS, no_horizontal_scroll, open_as
+from tests.web.test_browser import INJECTED, XSS, live, no_horizontal_scroll, open_as
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=10_000)
@@ -356,7 +356,8 @@ def test_only_the_owner_sees_merge_discard_and_keep(
     panel.get_by_role("button", name="Merge into main").click()
     expect(panel.locator(".actions-list")).to_contain_text("Merge by")
     expect(panel.locator(".wa-status").first).to_have_text("pending")
-    # The bridge answers; the page shows it.
+    live(page)
+    # The bridge answers; the page shows it by itself (the work_action event).
     [pending] = web.http.get(
         "/api/v1/agent/work/actions", params={"status": "pending"}, headers=web.auth(bot)
     ).json()["items"]
@@ -366,7 +367,6 @@ def test_only_the_owner_sees_merge_discard_and_keep(
         headers=web.auth(bot),
     )
     assert r.status_code == 200, r.text
-    page.reload()
     expect(panel.locator(".wa-status").first).to_have_text("done")
     expect(panel).to_contain_text("fast-forwarded main")
 
