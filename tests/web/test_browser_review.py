@@ -208,8 +208,18 @@ def file_box(page: Page, path: str) -> Any:
     return page.locator(f'details.file[data-path="{path}"]')
 
 
+def serious_axe_findings(page: Page, axe_source: str) -> list[Any]:
+    page.evaluate(axe_source)
+    violations = page.evaluate("async () => (await axe.run(document)).violations")
+    return [
+        (v["id"], v["nodes"][0]["target"])
+        for v in violations
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
 def test_the_diff_reads_side_by_side_on_a_desktop_and_unified_on_a_phone(
-    web: Web, browser: Browser, contexts: list[BrowserContext], tmp_path: Path
+    web: Web, browser: Browser, contexts: list[BrowserContext], tmp_path: Path, axe_source: str
 ) -> None:
     ana, _, sent, mail = seeded(web, tmp_path)
     sid = sent["session_id"]
@@ -230,6 +240,7 @@ def test_the_diff_reads_side_by_side_on_a_desktop_and_unified_on_a_phone(
     d, a = deleted.bounding_box(), added.bounding_box()
     assert d is not None and a is not None
     assert abs(d["y"] - a["y"]) < 2 and a["x"] > d["x"] + 200, (d, a)
+    assert serious_axe_findings(page, axe_source) == []
 
     phone, _ = open_as(browser, contexts, web, ana, viewport=PHONE, path=f"/sessions/{sid}")
     app = file_box(phone, "app.py")
@@ -302,14 +313,7 @@ def test_a_comment_is_added_with_the_keyboard_and_sent_as_a_review(
     comment.scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "review-phone.png"))
 
-    page.evaluate(axe_source)
-    violations = page.evaluate("async () => (await axe.run(document)).violations")
-    serious = [
-        (v["id"], v["nodes"][0]["target"])
-        for v in violations
-        if v["impact"] in ("serious", "critical")
-    ]
-    assert serious == []
+    assert serious_axe_findings(page, axe_source) == []
 
     review = page.locator("#work-panel").get_by_role("button", name="Send review (1)")
     review.focus()
