@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,14 +39,40 @@ def _read(store: BlobStore, sha256: str, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
-async def _attachment(gw: Gateway, who: Principal, ref: dict[str, Any], limit: int) -> bytes | None:
-    """The bytes of one attachment of a mail (None when larger than `limit`)."""
-    if int(ref.get("size") or 0) > limit:
-        return None
+async def _readable(gw: Gateway, who: Principal, ref: dict[str, Any]) -> str:
+    """The blob of one attachment of a mail, if `who` may read it (NotFound
+    otherwise)."""
     async with gw.write() as s:  # a write: the read is logged (services/attachments.py)
         att = await attachments.readable(s, access.Reader(who), str(ref["attachment_id"]))
-    data = await asyncio.to_thread(_read, BlobStore.for_settings(gw.settings), att.sha256, limit)
-    return None if len(data) > limit else data
+    return att.sha256
+
+
+# The views of the last work mails shown, by their attachments' blobs (immutable):
+# a live page re-rendered on every event parses and highlights a turn once.
+_VIEWS: OrderedDict[tuple[str, str | None], diff_view.WorkView] = OrderedDict()
+VIEWS_CACHED = 16
+_VIEWS_LOCK = threading.Lock()
+
+
+def _build(gw: Gateway, key: tuple[str, str | None], patch_size: int | None) -> diff_view.WorkView:
+    """In a worker thread (to_thread): the cache is shared between them."""
+    with _VIEWS_LOCK:
+        if (hit := _VIEWS.get(key)) is not None:
+            _VIEWS.move_to_end(key)
+            return hit
+    store = BlobStore.for_settings(gw.settings)
+    raw = _read(store, key[0], diff_view.WORK_JSON_MAX_BYTES)
+    if len(raw) > diff_view.WORK_JSON_MAX_BYTES:
+        raise diff_view.BadWork("work.json is too large")
+    patch = None
+    if key[1] is not None and (patch_size or 0) <= diff_view.PATCH_READ_MAX_BYTES:
+        patch = _read(store, key[1], diff_view.PATCH_READ_MAX_BYTES)
+    view = diff_view.build(raw, patch, patch_size)
+    with _VIEWS_LOCK:
+        _VIEWS[key] = view
+        while len(_VIEWS) > VIEWS_CACHED:
+            _VIEWS.popitem(last=False)
+    return view
 
 
 def _named(mail: MailJson, name: str) -> dict[str, Any] | None:
@@ -59,15 +87,12 @@ async def work_view(gw: Gateway, who: Principal, mail: MailJson) -> diff_view.Wo
         return None
     patch_ref = _named(mail, TURN_DIFF)
     try:
-        raw = await _attachment(gw, who, meta, diff_view.WORK_JSON_MAX_BYTES)
-        if raw is None:
+        if int(meta.get("size") or 0) > diff_view.WORK_JSON_MAX_BYTES:
             raise diff_view.BadWork("work.json is too large")
-        patch: bytes | None = None
-        size: int | None = None
-        if patch_ref is not None:
-            size = int(patch_ref.get("size") or 0)
-            patch = await _attachment(gw, who, patch_ref, diff_view.PATCH_READ_MAX_BYTES)
-        return await asyncio.to_thread(diff_view.build, raw, patch, size)
+        work_blob = await _readable(gw, who, meta)
+        patch_blob = await _readable(gw, who, patch_ref) if patch_ref is not None else None
+        size = int(patch_ref.get("size") or 0) if patch_ref is not None else None
+        return await asyncio.to_thread(_build, gw, (work_blob, patch_blob), size)
     except diff_view.BadWork as err:
         log.warning("work mail %s shown as plain mail: %s", mail.get("id"), err)
     except (DomainError, OSError) as err:
