@@ -416,3 +416,31 @@ def test_the_xss_corpus_in_file_names_and_contents_renders_inert(
     assert page.evaluate(INJECTED) == 0
     assert page.evaluate("window.__xss") is None
     assert dialogs == []
+
+
+def test_a_turn_of_a_thousand_files_is_a_list_of_collapsed_files(
+    web: Web, browser: Browser, contexts: list[BrowserContext], tmp_path: Path
+) -> None:
+    ana = web.user("ana")
+    bot = web.agent("bot")
+    sent = web.send(ana, [f"{bot}@/srv/{uuid.uuid4().hex[:6]}.new"], subject="Work")
+    repo = make_repo(tmp_path, {"README.md": "start\n"})
+    for i in range(1000):
+        (repo / f"m{i:04}.py").write_text(f"def f{i}():\n    return {i}\n")
+    work, patch = turn_of(repo, "agentmail/many")
+    assert len(json.loads(work)["files"]) == 1000
+    send_work(web, bot, ana, sent, work, patch)
+    page, dialogs = open_as(browser, contexts, web, ana, path=f"/sessions/{sent['session_id']}")
+    files = page.locator(".diff details.file")
+    expect(files).to_have_count(1000)
+    expect(page.locator(".diff details.file[open]")).to_have_count(0)
+    expect(page.locator(".diff")).to_contain_text("every file starts collapsed")
+    # One opens with the keyboard and shows its lines, highlighted.
+    last = page.locator('details.file[data-path="m0999.py"]')
+    last.locator("summary").focus()
+    page.keyboard.press("Enter")
+    expect(last.get_by_role("button", name="Comment on line 2, added")).to_be_visible()
+    expect(last.locator(".pg-k").first).to_be_visible()
+    size = page.evaluate("document.documentElement.outerHTML.length")
+    assert size < 3_000_000, size
+    assert dialogs == []
