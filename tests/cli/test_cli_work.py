@@ -39,6 +39,7 @@ class World:
     agent: httpx.Client
     session_id: str
     alias: str
+    claude_name: str
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def world(shared_gateway: GatewayProcess, tmp_path: Path) -> Iterator[World]:
         yield World(
             ana=clis["ana"], bob=clis["bob"], carl=clis["carl"],
             claude_cli=Cli(url, tmp_path / "xdg-claude", {"AGENTMAIL_KEY": key}),
-            agent=ag, session_id=session_id, alias=alias,
+            agent=ag, session_id=session_id, alias=alias, claude_name=agent_name,
         )  # fmt: skip
 
 
@@ -188,3 +189,15 @@ def test_only_owners_keep_and_agents_are_refused(world: World) -> None:
     assert pending(world) == []
     world.ana.ok("work", "keep", world.alias)
     assert [a["action"] for a in pending(world)] == ["keep"]
+
+
+def test_send_worktree_asks_for_an_own_worktree(world: World) -> None:
+    sent = world.ana.json(
+        "send", "--to", f"{world.claude_name}@/srv/work-cli.new", "--subject", "own",
+        "--body", "b", "--worktree",
+    )  # fmt: skip
+    assert sent["worktree"] is True
+    plain = world.ana.json(
+        "send", "--to", f"{world.claude_name}@/srv/work-cli.new", "--subject", "p", "--body", "b"
+    )
+    assert plain["worktree"] is False

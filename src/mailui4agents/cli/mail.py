@@ -53,6 +53,11 @@ def _dump(mail: MailOut) -> dict[str, Any]:
     help="Permission mode of a session this mail starts (people only).",
 )
 @click.option(
+    "--worktree",
+    is_flag=True,
+    help="A session this mail starts runs in its own git worktree (people only; docs/review.md).",
+)
+@click.option(
     "--attach",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),
@@ -69,6 +74,7 @@ def send(
     body_file: str | None,
     parent: str | None,
     mode: str | None,
+    worktree: bool,
     attach: tuple[str, ...],
     session_id: str | None,
     as_json: bool,
@@ -87,6 +93,7 @@ def send(
             cc=list(cc) or None,
             parent_mail_id=parent,
             permission_mode=mode,
+            worktree=True if worktree else None,
             attachment_ids=ids or None,
             from_session_id=session_id if client.config.is_agent else None,
         )
