@@ -304,6 +304,8 @@ def test_a_comment_is_added_with_the_keyboard_and_sent_as_a_review(
     expect(comment.locator(".cstate")).to_have_text("pending")
     expect(comment).to_contain_text("line 2–6")
     expect(review).to_have_text("Send review (1)")
+    delete = comment.get_by_role("button", name="Delete the comment on line 2–6 of app.py")
+    expect(delete).to_be_visible()
     no_horizontal_scroll(page)
 
     # The gateway has it (a reload shows it, pending).

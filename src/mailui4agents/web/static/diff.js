@@ -143,7 +143,25 @@
     const body = document.createElement("p");
     body.className = "cbody";
     body.textContent = c.body;
-    div.append(meta, body);
+    // Taken back like a rendered one: a plain form, the page comes back after it.
+    const del = document.createElement("form");
+    del.method = "post";
+    del.action = `/comments/${encodeURIComponent(c.id)}/delete`;
+    del.className = "cdelete";
+    for (const [name, value] of [["csrf", csrf], ["next", location.pathname]]) {
+      const input = document.createElement("input");
+      input.type = "hidden";
+      input.name = name;
+      input.value = value;
+      del.appendChild(input);
+    }
+    const button = document.createElement("button");
+    button.type = "submit";
+    button.className = "danger";
+    button.textContent = "Delete";
+    button.setAttribute("aria-label", `Delete the comment on line ${c.line}${end} of ${c.path || ""}`);
+    del.appendChild(button);
+    div.append(meta, body, del);
     return div;
   }
   async function submit() {
