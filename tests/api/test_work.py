@@ -838,3 +838,54 @@ async def test_a_conflict_mail_that_cannot_be_sent_is_said_in_the_answer(
     assert r.json()["status"] == "refused"
     assert "The conflicts could not be mailed to the agent" in r.json()["message"]
     assert "archived" in r.json()["message"]
+
+
+# -- the client's names (client/client.py), as the bridge and the web use them ------
+
+
+async def test_the_client_methods_walk_the_whole_flow(api: Api, world: dict[str, Any]) -> None:
+    from mailui4agents.client import ApiError, AsyncClient, ClientConfig
+
+    transport = api.http._transport  # the in-process app
+
+    def client(who: str) -> AsyncClient:
+        token = api.tokens[who]
+        cfg = (
+            ClientConfig(url="http://gw", key=token)
+            if token.startswith("am_agent_")
+            else ClientConfig(url="http://gw", token=token)
+        )
+        return AsyncClient(cfg, transport=transport)
+
+    sid, work_id = world["sid"], world["work"]
+    async with client("ana") as ana, client("claude") as claude, client("root") as root:
+        assert (await ana.work(sid)).work is not None
+        c = await ana.comment(work_id, "app.py", 2, "why?", end_line=3)
+        assert (c.line, c.end_line, c.side) == (2, 3, "new")
+        await ana.delete_comment(c.id)
+        await ana.comment(work_id, "old.txt", 1, "keep it", side="old")
+        sent = await ana.send_review(sid)
+        assert sent.comments == 1
+        with pytest.raises(ApiError) as refused:
+            await ana.send_review(sid)
+        assert refused.value.status == 409
+        action = await ana.work_action(sid, "merge")
+        assert [a.id for a in await claude.pending_work_actions()] == [action.id]
+        done = await claude.finish_work_action(action.id, "refused", "conflicts", ["app.py"])
+        assert done.conflicts == ["app.py"]
+        got = await ana.get_work_action(action.id, wait=1)
+        assert (got.status, got.message) == ("refused", "conflicts")
+        assert await claude.pending_work_actions() == []
+        work = await claude.report_work(sid, **{**REPORT, "bytes": 7})
+        assert work.bytes == 7
+        asked = await claude.ask_about_work(sid, "it has 2 commits nobody merged")
+        again = await claude.ask_about_work(sid, "it has 2 commits nobody merged")
+        assert (asked.deduplicated, again.deduplicated) == (False, True)
+        assert again.mail_id == asked.mail_id
+        trees = await root.admin_worktrees()
+        assert (trees.count, trees.total_bytes) == (1, 7)
+        mail = await claude.send_mail(
+            [world["from"]], "Work: none", "no commits", mail_type="work",
+            parent_mail_id=world["mail"], from_session_id=sid,
+        )  # fmt: skip
+        assert getattr(mail, "type", None) == "work"

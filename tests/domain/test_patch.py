@@ -127,3 +127,30 @@ def test_garbage_is_no_patch_and_no_error() -> None:
                 patch.cut(fp, side, 1, 3)  # never raises
     assert patch.parse("not a patch at all") == []
     assert patch.unquote('"\\q\\') == '"\\q\\'
+
+
+def test_one_file_and_one_hunk_are_found_without_the_others() -> None:
+    """file_patch cuts a git patch at its headers and keeps only the hunk that
+    holds the line: the same answer as the whole parse."""
+    sections = []
+    for f in range(50):
+        sections += [f"diff --git a/f{f} b/f{f}", f"--- a/f{f}", f"+++ b/f{f}"]
+        for h in range(5):
+            sections += [f"@@ -{1 + h * 20},2 +{1 + h * 20},2 @@", f"-o{f}.{h}", f"+n{f}.{h}", " c"]
+    text = "\n".join(sections)
+    whole = patch.find(patch.parse(text), "f42")
+    one = patch.file_patch(text, "f42", near=("new", 41))
+    assert whole is not None and one is not None
+    assert len(whole.hunks) == 5 and len(one.hunks) == 1
+    assert (
+        patch.cut(one, "new", 41, 42)
+        == patch.cut(whole, "new", 41, 42)
+        == "   -o42.2\n41 +n42.2\n42  c"
+    )
+    far = patch.file_patch(text, "f42", near=("new", 45))  # in no hunk
+    assert far is not None and patch.cut(far, "new", 45, 45) is None
+    assert patch.file_patch(text, "nope") is None
+    plain = "\n".join(sections[1:]).replace("diff --git", "Index:")  # no git headers
+    assert [f.path for f in patch.parse(plain)] == [f"f{f}" for f in range(50)]
+    found = patch.file_patch(plain, "f42")
+    assert found is not None and patch.cut(found, "new", 41, 41) is not None

@@ -8,7 +8,9 @@ lines and numbers, never interpreted further; a line that fits no rule is skippe
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,7 +24,7 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PatchLine:
     """One line of a hunk: `kind` " " (context), "+" or "-", its numbers on each
     side (None on the side it is not on) and its text."""
@@ -78,27 +80,48 @@ def _path_of(rest: str) -> str | None:
     return path
 
 
-def parse(text: str) -> list[FilePatch]:
-    """The files of a unified patch, with their hunks' lines numbered."""
+def _lines(text: str) -> Iterator[str]:
+    """The lines of `text` one at a time (split on "\n" only): never a list of
+    them all, which for a patch of 25 MiB was most of the memory a comment took."""
+    start, end = 0, len(text)
+    while start <= end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        yield text[start:stop]
+        start = stop + 1
+
+
+def parse(
+    text: str, only: str | None = None, near: tuple[Side, int] | None = None
+) -> list[FilePatch]:
+    """The files of a unified patch, with their hunks' lines numbered. With
+    `only`, the lines of that file alone are kept, and with `near` (a side and a
+    line) only its hunks whose range on that side holds the line: a patch of
+    25 MiB is millions of lines, the others are counted, never built."""
     files: list[FilePatch] = []
     current: FilePatch | None = None
     hunk: list[PatchLine] | None = None
+    keep = in_file = True
     old_no = new_no = old_left = new_left = 0
     pending_old: str | None = None
-    for line in text.split("\n"):
+    for line in _lines(text):
         if hunk is not None and (old_left > 0 or new_left > 0):
             kind = line[:1]
             if kind in (" ", ""):  # an editor may strip a blank context line's space
-                hunk.append(PatchLine(" ", old_no, new_no, line[1:]))
+                if keep:
+                    hunk.append(PatchLine(" ", old_no, new_no, line[1:]))
                 old_no, new_no = old_no + 1, new_no + 1
                 old_left, new_left = old_left - 1, new_left - 1
                 continue
             if kind == "-":
-                hunk.append(PatchLine("-", old_no, None, line[1:]))
+                if keep:
+                    hunk.append(PatchLine("-", old_no, None, line[1:]))
                 old_no, old_left = old_no + 1, old_left - 1
                 continue
             if kind == "+":
-                hunk.append(PatchLine("+", None, new_no, line[1:]))
+                if keep:
+                    hunk.append(PatchLine("+", None, new_no, line[1:]))
                 new_no, new_left = new_no + 1, new_left - 1
                 continue
             if kind == "\\":  # "\ No newline at end of file"
@@ -106,18 +129,24 @@ def parse(text: str) -> list[FilePatch]:
             hunk = None  # a short hunk: read the line as a header
         if line.startswith("diff --git "):
             current, hunk, pending_old = None, None, None
-        elif line.startswith("--- ") and hunk is None:
+        elif line.startswith("--- "):  # (a hunk's own lines were consumed above)
             pending_old = line[4:]
         elif line.startswith("+++ ") and pending_old is not None:
             current = FilePatch(_path_of(pending_old), _path_of(line[4:]))
             files.append(current)
             pending_old, hunk = None, None
+            keep = in_file = only is None or current.path == only
         elif current is not None and (m := _HUNK.match(line)):
             old_no, new_no = int(m[1]), int(m[3])
             old_left = int(m[2]) if m[2] is not None else 1
             new_left = int(m[4]) if m[4] is not None else 1
+            keep = in_file
+            if near is not None:
+                start, size = (new_no, new_left) if near[0] == "new" else (old_no, old_left)
+                keep = in_file and start <= near[1] < start + size
             hunk = []
-            current.hunks.append(hunk)
+            if keep:
+                current.hunks.append(hunk)
         elif line.startswith("\\"):
             continue
     return files
@@ -125,6 +154,27 @@ def parse(text: str) -> list[FilePatch]:
 
 def find(files: list[FilePatch], path: str) -> FilePatch | None:
     return next((f for f in files if f.path == path), None)
+
+
+_DIFF_GIT = re.compile(r"^diff --git ", re.MULTILINE)
+
+
+def file_patch(text: str, path: str, near: tuple[Side, int] | None = None) -> FilePatch | None:
+    """The patch of one file, found without reading the others line by line: a
+    git patch is cut at its `diff --git` headers (a hunk's lines all start with
+    " ", "+" or "-", so such a line is always a header) and only the section
+    whose `---`/`+++` name `path` is parsed. A patch without those headers is
+    parsed whole. `near`: only the hunks that hold that line (parse)."""
+    starts = [m.start() for m in _DIFF_GIT.finditer(text)]
+    if not starts:
+        return find(parse(text, only=path, near=near), path)
+    starts.append(len(text))
+    for start, stop in itertools.pairwise(starts):
+        head_end = text.find("\n@@", start, stop)
+        head = parse(text[start : stop if head_end < 0 else head_end])
+        if head and head[0].path == path:
+            return find(parse(text[start:stop], only=path, near=near), path)
+    return None
 
 
 def _number(line: PatchLine, side: Side) -> int | None:

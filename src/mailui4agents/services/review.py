@@ -111,6 +111,18 @@ def _paths_of(raw: bytes) -> list[str]:
     return paths
 
 
+def _place(diff: str, c: CommentIn) -> tuple[str | None, bool]:
+    """The comment's code cut from the patch (None: its lines are not all in one
+    hunk of that side), and whether its first line is. In a worker thread: a
+    patch of 25 MiB is about a second of parsing, never on the event loop."""
+    fp = patch.file_patch(diff, c.path, near=(c.side, c.line))
+    if fp is None:
+        return None, False
+    last = c.end_line if c.end_line is not None else c.line
+    code = patch.cut(fp, c.side, c.line, last)
+    return code, code is not None or patch.cut(fp, c.side, c.line, c.line) is not None
+
+
 async def add_comment(gw: Gateway, who: Principal, mail_id: str, c: CommentIn) -> ReviewCommentOut:
     """A person's comment on lines of a `work` mail they can read."""
     _check(c)
@@ -132,11 +144,8 @@ async def add_comment(gw: Gateway, who: Principal, mail_id: str, c: CommentIn) -
             "this turn's patch was past the bridge's limit: only its summary is attached",
             reason="no_patch",
         )
-    fp = patch.find(patch.parse(diff), c.path)
-    last = c.end_line if c.end_line is not None else c.line
-    code = patch.cut(fp, c.side, c.line, last) if fp is not None else None
+    code, first_ok = await anyio.to_thread.run_sync(_place, diff, c)
     if code is None:
-        first_ok = fp is not None and patch.cut(fp, c.side, c.line, c.line) is not None
         field = "end_line" if first_ok and c.end_line is not None else "line"
         lines = f"{c.line}" if c.end_line is None else f"{c.line}-{c.end_line}"
         raise invalid_value(
