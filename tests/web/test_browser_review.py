@@ -280,7 +280,17 @@ def test_a_comment_is_added_with_the_keyboard_and_sent_as_a_review(
 
     # Keyboard only: the new line 2 ("return sum(items)"), Enter opens the form …
     line2 = app.get_by_role("button", name="Comment on line 2, added")
-    line2.focus()
+    # One Tab stop per file: only the file's first line button is in the Tab order.
+    stops = app.locator('button.ln[tabindex="0"]')
+    expect(stops).to_have_count(1)
+    # From the file's header: Tab to its first line, Down past old lines 2-5
+    # (deleted, shown first on a phone) to new line 2.
+    app.locator("summary").focus()
+    page.keyboard.press("Tab")
+    expect(app.get_by_role("button", name="Comment on line 1")).to_be_focused()
+    for _ in range(5):
+        page.keyboard.press("ArrowDown")
+    expect(line2).to_be_focused()
     page.keyboard.press("Enter")
     box = page.get_by_role("textbox", name="Comment on line 2")
     expect(box).to_be_focused()
@@ -288,10 +298,16 @@ def test_a_comment_is_added_with_the_keyboard_and_sent_as_a_review(
     page.keyboard.press("Escape")
     expect(box).to_have_count(0)
     expect(line2).to_be_focused()
-    # … Enter again, then Shift+Enter on new line 6 makes the range 2–6.
+    # … Enter again, then Shift+Tab back to the line, the arrow keys down to new
+    # line 6 (one Tab stop per file: Up/Down move between its lines) and
+    # Shift+Enter make the range 2–6.
     page.keyboard.press("Enter")
     expect(page.get_by_role("textbox", name="Comment on line 2")).to_be_focused()
-    app.get_by_role("button", name="Comment on line 6, added").focus()
+    page.keyboard.press("Shift+Tab")
+    expect(line2).to_be_focused()
+    for _ in range(4):  # new lines 3, 4, 5 (context) and 6 (added), as shown
+        page.keyboard.press("ArrowDown")
+    expect(app.get_by_role("button", name="Comment on line 6, added")).to_be_focused()
     page.keyboard.press("Shift+Enter")
     box = page.get_by_role("textbox", name="Comment on lines 2–6")
     expect(box).to_be_focused()

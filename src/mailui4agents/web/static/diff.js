@@ -236,6 +236,57 @@
     say(`Review sent (${(payload && payload.comments) || 0} comments)`);
   }
 
+  // ---- one Tab stop per file; the arrow keys move between its lines ----------
+  // Tab goes from file to file (and to the forms); Up/Down go to the line above
+  // or below as it is shown (on a phone a change's deletions come before its
+  // additions, whatever the order in the page), Home/End to the first and last.
+  function rove(file) {
+    if (file.dataset.roved) return;
+    file.dataset.roved = "1";
+    file.querySelectorAll("button.ln").forEach((b, i) => { b.tabIndex = i === 0 ? 0 : -1; });
+  }
+  function roveAll(root) {
+    root.querySelectorAll(".diff details.file").forEach(rove);
+  }
+  function shown(file) {
+    return Array.from(file.querySelectorAll("button.ln"))
+      .map((b) => ({ b, r: b.getBoundingClientRect() }))
+      .filter((x) => x.r.width > 0 && x.r.height > 0)
+      .sort((x, y) => (x.r.top - y.r.top) || (x.r.left - y.r.left))
+      .map((x) => x.b);
+  }
+  function stop(b) {
+    const file = b.closest("details.file");
+    if (!file) return;
+    rove(file);
+    file.querySelectorAll('button.ln[tabindex="0"]').forEach((o) => { if (o !== b) o.tabIndex = -1; });
+    b.tabIndex = 0;
+  }
+  document.addEventListener("focusin", (e) => {
+    const b = e.target instanceof Element ? e.target.closest(".diff button.ln") : null;
+    if (b) stop(b);
+  });
+  document.addEventListener("keydown", (e) => {
+    const b = e.target instanceof Element ? e.target.closest(".diff button.ln") : null;
+    if (!b || !["ArrowDown", "ArrowUp", "Home", "End"].includes(e.key)) return;
+    const list = shown(b.closest("details.file"));
+    const i = list.indexOf(b);
+    let to = null;
+    if (e.key === "ArrowDown") to = list[i + 1];
+    else if (e.key === "ArrowUp") to = list[i - 1];
+    else if (e.key === "Home") to = list[0];
+    else to = list[list.length - 1];
+    e.preventDefault();
+    if (to) to.focus();
+  });
+  document.addEventListener("DOMContentLoaded", () => {
+    roveAll(document);
+    const mails = document.getElementById("t-mails");
+    if (mails && "MutationObserver" in window) {
+      new MutationObserver(() => roveAll(mails)).observe(mails, { childList: true });
+    }
+  });
+
   document.addEventListener("click", (e) => {
     const b = e.target instanceof Element ? e.target.closest(".diff button.ln") : null;
     if (!b) return;
