@@ -72,6 +72,19 @@ async def test_work_mails_spend_no_budget(api: Api, team: dict[str, Any]) -> Non
     assert statuses == [201, 201, 409]
 
 
+async def test_work_mails_have_a_cap_of_their_own(api: Api, team: dict[str, Any]) -> None:
+    """Twice the send budget (2 here) between two human mails: a flood stops, a
+    person's mail opens a new count."""
+    to = f"helper@/srv/shop.{team['session_alias']}"
+    assert [(await mail(api, to, "work")).status_code for _ in range(4)] == [201] * 4
+    over = await mail(api, to, "work")
+    assert over.status_code == 409
+    assert (over.json()["error"]["code"], over.json()["error"]["budget"]) == ("budget_exhausted", 4)
+    r = await api.send("ana", [to], subject="go on")
+    assert r.status_code == 201, r.text
+    assert (await mail(api, to, "work")).status_code == 201
+
+
 async def test_an_unknown_type_names_the_field(api: Api, team: dict[str, Any]) -> None:
     r = await mail(api, "helper@/srv/q.new", "system")
     assert r.status_code == 400 and r.json()["error"]["field"] == "type"

@@ -18,6 +18,33 @@ from mailui4agents.services.principals import Principal
 from mailui4agents.settings import Settings
 
 
+def work_cap(settings: Settings) -> int:
+    """The `work` mails one agent may send in a session between two human mails."""
+    return 2 * settings.send_budget
+
+
+async def _check_work_cap(
+    s: AsyncSession, settings: Settings, sender: Principal, session: SessionRow
+) -> None:
+    since = await _last_human_seq(s, session.id)
+    n = await s.scalar(
+        select(func.count(MailRow.seq)).where(
+            MailRow.session_id == session.id,
+            MailRow.from_name == sender.name,
+            MailRow.seq > since,
+            MailRow.type == MailType.WORK,
+        )
+    )
+    cap = work_cap(settings)
+    if int(n or 0) >= cap:
+        raise Conflict(
+            f"'{sender.name}' sent {cap} work mails in session '{session.alias}' since a "
+            "person last wrote there (twice the send budget); a human's mail opens a new count",
+            code="budget_exhausted",
+            budget=cap,
+        )
+
+
 def counts_toward_budget(relay: bool, recipients_human: list[bool]) -> bool:
     """Relays to humans are free (they are answers); everything else counts,
     relays to agents included."""
@@ -90,8 +117,12 @@ async def check_send(
     """Refuse (Conflict) a send over the hop limit or the budget. Nothing is written
     before this check, so a refused relay keeps its key free for a later retry.
     A `work` mail (a turn's diff, docs/review.md) is neither a hop nor budgeted:
-    it goes with the turn's relay, which is counted."""
-    if sender.kind != "agent" or type_ == MailType.WORK:
+    it goes with the turn's relay, which is counted. It has a cap of its own,
+    `work_cap`: one per turn would never come near it, a flood does."""
+    if sender.kind != "agent":
+        return
+    if type_ == MailType.WORK:
+        await _check_work_cap(s, settings, sender, session)
         return
     if relay and await trailing_relays(s, session.id) >= session.hop_limit:
         raise Conflict(
