@@ -67,6 +67,7 @@ from mailui4agents.web import (
     export_page,
     notify_page,
     pwa,
+    review_page,
     rules_page,
 )
 from mailui4agents.web import views as web_views
@@ -246,6 +247,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     app.include_router(email_links_page.router)  # docs/email.md, "One-click links"
     app.include_router(export_page.router)  # docs/email.md, "Export"
     app.include_router(audit_page.router)  # docs/audit.md
+    app.include_router(review_page.router)  # docs/review.md, "Reading and commenting in the web UI"
     app.include_router(pwa.router)  # docs/web.md, "Install on your phone"
     app.include_router(docs_page.router)
     app.include_router(metrics.router)  # docs/metrics.md

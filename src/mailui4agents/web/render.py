@@ -84,6 +84,20 @@ def short_time(value: str | datetime | None) -> str:
     return datetime.fromisoformat(text).strftime("%Y-%m-%d %H:%M")
 
 
+def size_text(n: int | None) -> str:
+    """Bytes as a person reads them: "512 bytes", "3.4 MB", "12.0 GB"."""
+    if n is None:
+        return ""
+    if n < 1000:
+        return f"{n} bytes"
+    value = float(n)
+    for unit in ("kB", "MB", "GB", "TB"):
+        value /= 1000
+        if value < 1000 or unit == "TB":
+            break
+    return f"{value:.1f} {unit}"
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -372,6 +386,7 @@ def environment() -> Environment:
         markdown=markdown,
         time_left=time_left,
         short_time=short_time,
+        size_text=size_text,
         tool_view=tool_view,
         type_word=type_word,
         request_state=request_state,

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from mailui4agents.domain.errors import DomainError
 from mailui4agents.domain.modes import MODES
-from mailui4agents.web import auth, data
+from mailui4agents.web import auth, data, work_page
 from mailui4agents.web.auth import WebUser, gateway
 from mailui4agents.web.render import environment, static_file
 from mailui4agents.web.shapes import MailJson, RequestJson
@@ -284,6 +284,7 @@ async def thread_page(request: Request, session_id: str) -> Response:
     here = [p for p in common["pending_all"] if p["session_id"] == session_id]
     # Each request mail as its request's card (deciders), in one query for the page.
     requests = await data.thread_requests(gw, user.principal, session, mails)
+    review = await work_page.review(gw, user.principal, session_id, mails)
     return _page(
         request,
         "thread.html",
@@ -296,6 +297,11 @@ async def thread_page(request: Request, session_id: str) -> Response:
         pending=here,
         grants=grants,
         modes=MODES,
+        works=review.views,
+        comments=review.comments,
+        elsewhere=review.elsewhere,
+        work_info=review.info,
+        may_finish=review.may_finish,
         **common,
     )
 
@@ -385,6 +391,8 @@ async def compose(request: Request) -> Response:
         attachment_ids=[a for a in _text(form, "attachment_ids").split(",") if a],
         # A reply keeps its session's mode; a new session takes the one chosen.
         permission_mode=None if parent else (mode if mode in MODES else "workspace"),
+        # "Own worktree" (docs/review.md): only for the session this mail makes.
+        worktree=not parent and bool(form.get("worktree")),
     )
     try:
         if not draft.to:
@@ -536,6 +544,7 @@ async def admin_page(request: Request) -> Response:
         agents=await data.agents(gw),
         aliases=await data.aliases(gw, user.principal),
         grants=await data.grants(gw, user.principal),
+        worktrees=await work_page.worktrees(gw),
         **await _common(request, user),
     )
 

@@ -158,7 +158,7 @@
       }
       refresh();
     };
-    ["new_mail", "permission_request", "permission_decision", "session_update", "reset"].forEach((t) =>
+    ["new_mail", "permission_request", "permission_decision", "session_update", "work_action", "reset"].forEach((t) =>
       es.addEventListener(t, onEvent));
     es.addEventListener("open", () => { document.body.dataset.live = "open"; });
     es.addEventListener("error", () => {
