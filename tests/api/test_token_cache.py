@@ -296,3 +296,33 @@ async def test_a_real_gateway_refuses_at_the_next_request_after_each_change(
         assert r.status_code == 200, r.text
         assert await status(http, TOKENS, ana) == 401
         assert await status(http, TOKENS, boss) == 200
+
+
+async def test_mail_and_approvals_leave_the_epoch_alone(api: Api, app: FastAPI) -> None:
+    """A send, a reply, a permission request and its decision write no user,
+    token, agent or key: the cache survives them (else every request after a
+    send would read its token again)."""
+    epoch = app.state.gateway.db.auth_epoch
+    ana = await api.user("ana")
+    bot = await api.agent("bot")
+    if epoch is None:
+        return  # PostgreSQL: no epoch
+    start = epoch.value()
+    first = await api.send("ana", ["bot@/srv/shop.new"], subject="work")
+    assert first.status_code == 201, first.text
+    reply = await api.send("bot", ["ana@/srv/shop"], parent_mail_id=first.json()["id"])
+    assert reply.status_code == 201, reply.text
+    r = await api.http.post(
+        "/api/v1/agent/permissions",
+        json={"session_id": first.json()["session_id"], "tool_name": "Bash",
+              "tool_input": {"command": "make test"}, "relay_key": "k1"},
+        headers=bearer(bot),
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    d = await api.http.post(
+        f"/api/v1/permissions/{r.json()['id']}/decision",
+        json={"decision": "approve"},
+        headers=bearer(ana),
+    )
+    assert d.status_code == 200, d.text
+    assert epoch.value() == start
