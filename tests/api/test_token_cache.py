@@ -13,6 +13,9 @@ through the API of one."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
+import types
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -326,3 +329,41 @@ async def test_mail_and_approvals_leave_the_epoch_alone(api: Api, app: FastAPI) 
     )
     assert d.status_code == 200, d.text
     assert epoch.value() == start
+
+
+async def test_a_write_from_outside_the_package_holds_within_the_max_age(
+    api: Api, settings: Settings, db_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sqlite3 shell bumps no epoch: a cached principal then lives at most
+    TOKEN_CACHE_MAX_AGE_S (the clock of the cache moved, no waiting). On
+    PostgreSQL nothing is cached: refused at once."""
+    ana, bo = await api.user("ana"), await api.user("bo")
+    await warm(api.http, (TOKENS, ana), (TOKENS, bo))
+    digest = identity.hash_token(ana)
+    if db_backend == "sqlite":
+        path = settings.resolved_database_url().split(":///", 1)[1]
+        with sqlite3.connect(path) as raw:
+            raw.execute(
+                "UPDATE user_tokens SET revoked_at = ? WHERE token_hash = ?",
+                (utcnow().isoformat(), digest),
+            )
+        raw.close()
+        assert await status(api.http, TOKENS, ana) == 200  # within the max age: the limit
+        real = time.monotonic
+        ahead = types.SimpleNamespace(
+            monotonic=lambda: real() + identity.TOKEN_CACHE_MAX_AGE_S + 0.1
+        )
+        monkeypatch.setattr(identity, "time", ahead)
+    else:
+        db = Database(settings.resolved_database_url())
+        try:
+            async with db.write() as s:
+                await s.execute(
+                    update(UserTokenRow)
+                    .where(UserTokenRow.token_hash == digest)
+                    .values(revoked_at=utcnow())
+                )
+        finally:
+            await db.dispose()
+    assert await status(api.http, TOKENS, ana) == 401
+    assert await status(api.http, TOKENS, bo) == 200

@@ -325,7 +325,9 @@ async def authenticate_in(db: Database, token: str) -> tuple[Principal, datetime
 
     On SQLite the answer is kept in `db.token_cache` (above) and stays right at
     the very next request after any change: every process that writes the
-    database bumps its auth epoch after committing. On PostgreSQL it is read at
+    database through db/engine.py bumps its auth epoch after committing (a
+    write from outside, e.g. the sqlite3 shell, within TOKEN_CACHE_MAX_AGE_S).
+    On PostgreSQL it is read at
     the moment of every call — replicas on other machines share no epoch, so a
     revocation committed by any of them is seen by the next request only if
     nobody caches."""
@@ -348,7 +350,7 @@ async def authenticate_in(db: Database, token: str) -> tuple[Principal, datetime
             and time.monotonic() - read_at < TOKEN_CACHE_MAX_AGE_S
         ):
             return who, until
-        del cache[digest]
+        cache.pop(digest, None)
     read_at = time.monotonic()  # before the read, as `current` is
     rows = await db.read_rows(statement, params)
     answer = _principal_of(token, rows[0] if rows else None)
