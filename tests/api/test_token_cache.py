@@ -26,7 +26,7 @@ from fastapi import FastAPI
 from sqlalchemy import delete, select, update
 
 from mailui4agents.db.engine import Database
-from mailui4agents.db.tables import AgentKeyRow, UserRow, UserTokenRow
+from mailui4agents.db.tables import AgentKeyRow, AgentRow, UserRow, UserTokenRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.services import identity
 from mailui4agents.settings import Settings
@@ -218,6 +218,15 @@ async def test_a_deleted_user_is_refused_at_the_next_request(api: Api, other: Da
         await s.execute(delete(UserRow).where(UserRow.id == user_id))
     assert await status(api.http, TOKENS, ana) == 401
     assert await status(api.http, TOKENS, bo) == 200
+
+
+async def test_a_deleted_agent_is_refused_at_the_next_request(api: Api, other: Database) -> None:
+    bot, spare = await api.agent("bot"), await api.agent("spare")
+    await warm(api.http, (INBOX, bot), (INBOX, spare))
+    async with other.write() as s:  # its keys go with it (ON DELETE CASCADE)
+        await s.execute(delete(AgentRow).where(AgentRow.name == "bot"))
+    assert await status(api.http, INBOX, bot) == 401
+    assert await status(api.http, INBOX, spare) == 200
 
 
 async def test_a_revocation_rolled_back_changes_nothing(api: Api, other: Database) -> None:
