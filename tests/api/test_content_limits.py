@@ -172,6 +172,11 @@ async def test_recipients_are_looked_up_in_one_query_before_the_write_and_stored
     if sender == "claude":
         work = await api.send("ana", ["claude@/srv/shop.new"], subject="work")
         extra = {"from_session_id": work.json()["session_id"]}
+    # The sender's token used once before: on SQLite its principal is then
+    # cached (services/identity.py), on PostgreSQL read each time — the same
+    # count for both sends either way.
+    warm = "/api/v1/agent/inbox" if sender == "claude" else "/api/v1/auth/tokens"
+    assert (await api.http.get(warm, headers=api.auth(sender))).status_code == 200
     counts = []
     for n in (2, 5):
         with statements(gw) as seen:

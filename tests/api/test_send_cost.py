@@ -117,6 +117,11 @@ def _shapes(statements: list[str]) -> list[str]:
     ]
 
 
+# Reads of the token per request on SQLite once it was used: none, its principal
+# is cached (services/identity.py, `authenticate_in`); it was one. PostgreSQL
+# reads it every time (first, on its one pool).
+TOKEN_READS = 0
+
 DELIVER_WRITES = ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
 # A reply of a person to an agent also reads the agent's policy (services/tasking.py).
 SEND_WRITES = ["SELECT", "SELECT", *DELIVER_WRITES[1:]]
@@ -139,7 +144,8 @@ async def test_a_reply_costs_five_writes_and_one_read_whatever_the_recipients(
     sender's roles (one query, services/tasking.py: read in the write, so a
     tasker removed a moment before is not let through), the mail, its
     recipients (one INSERT), the session's
-    last_mail_at, its events (one INSERT). On a reader: the token. Recipients'
+    last_mail_at, its events (one INSERT). On a reader: the token, once (then
+    cached: TOKEN_READS). Recipients'
     kinds come from memory once seen (names never change kind:
     services/identity.kinds_of). It was 8 + 3, then 6 + 1 (the membership a
     query of its own); PostgreSQL 1 + 6 + 2, then 1 + 5 + 1."""
@@ -149,7 +155,7 @@ async def test_a_reply_costs_five_writes_and_one_read_whatever_the_recipients(
         assert "user_tokens" in _queries(writer)[0]  # the token, then the send
         return
     assert _shapes(writer) == SEND_WRITES, "\n".join(writer)
-    assert len(_queries(reader)) == 1, "\n".join(reader)
+    assert len(_queries(reader)) == TOKEN_READS, "\n".join(reader)
 
 
 async def test_a_name_not_found_is_looked_up_again(served: Served) -> None:
@@ -219,7 +225,8 @@ async def test_a_session_list_costs_the_same_queries_for_2_or_8_sessions(served:
             assert item["unread"] == i % 2 + pending, (i, item)
             assert item["deciders"] == ["ana"], item
     assert counts[0] == counts[1], counts  # not one more query per row
-    assert counts[1] <= 6, counts  # token, the page, four describe queries
+    # The page, four describe queries, and on PostgreSQL the token (SQLite: cached).
+    assert counts[1] <= (6 if served.statements.one_pool else 5), counts
 
 
 async def _asked_and_decided(served: Served, always: bool = False) -> tuple[Statements, Statements]:
@@ -263,7 +270,7 @@ def _check(statements: Statements, writes: list[str]) -> None:
         assert "agent_keys" in _queries(writer)[0] or "user_tokens" in _queries(writer)[0]
         return
     assert _shapes(writer) == writes, "\n".join(writer)
-    assert len(_queries(reader)) == 1, "\n".join(reader)  # the token
+    assert len(_queries(reader)) == TOKEN_READS, "\n".join(reader)  # the token
 
 
 # The session with the agent's membership, its earlier request with this relay
@@ -427,7 +434,7 @@ async def test_a_page_of_mail_costs_the_same_statements_for_2_or_12_mails(
             assert _shapes(writer)[1:] == shapes, "\n".join(writer)
         else:
             assert _shapes(writer) == shapes, "\n".join(writer)
-            assert len(_queries(reader)) == 1, "\n".join(reader)
+            assert len(_queries(reader)) == TOKEN_READS, "\n".join(reader)
         counts.append(len(_queries(writer)))
     assert counts[0] == counts[1], counts  # not one more statement per mail
 

@@ -38,8 +38,10 @@ def bearer_token(request: Request) -> str:
 async def principal(request: Request) -> Principal:
     """Whoever the bearer token belongs to. 401 is permanent: do not retry.
 
-    Looked up in the database on every request, never cached: a key revoked by
-    any process (`agentmail admin`, another replica) fails at its next request."""
+    A key revoked by any process (`agentmail admin`, another replica) fails at
+    its next request: on PostgreSQL it is read on every request; on SQLite its
+    cached principal dies with the auth epoch (services/identity.py,
+    `authenticate_in`; db/auth_epoch.py)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     token = token.strip()

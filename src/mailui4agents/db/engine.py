@@ -20,6 +20,7 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.util import greenlet_spawn
 
 from mailui4agents.db import sqlite_driver
+from mailui4agents.db.auth_epoch import AuthEpoch, beside
 
 # An execution option: the connection runs one read statement and no
 # transaction is opened around it (Database.read_rows).
@@ -34,13 +35,15 @@ ONE_STATEMENT = "mailui4agents_one_statement"
 _COMPILED: util.LRUCache[Any, Any] = util.LRUCache(1000)
 
 
-def _sqlite_engine(url: str, *, writer: bool) -> AsyncEngine:
+def _sqlite_engine(url: str, *, writer: bool, auth_epoch: AuthEpoch | None) -> AsyncEngine:
     engine = create_async_engine(
         make_url(url).set(drivername=sqlite_driver.DRIVERNAME),
         pool_size=1 if writer else 8,
         max_overflow=0 if writer else 8,
         pool_timeout=300,
-        module=sqlite_driver.dbapi(reader=not writer),  # a hop per statement (sqlite_driver.py)
+        # A hop per statement (sqlite_driver.py); writes to the auth tables bump
+        # the epoch (db/auth_epoch.py).
+        module=sqlite_driver.dbapi(reader=not writer, auth_epoch=auth_epoch),
         execution_options={"compiled_cache": _COMPILED},
     )
 
@@ -75,9 +78,18 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        # SQLite only: the auth epoch and the token cache it guards
+        # (db/auth_epoch.py, services/identity.py `authenticate_in`). On
+        # PostgreSQL every request reads its token: replicas share no file.
+        self.auth_epoch: AuthEpoch | None = None
+        self.token_cache: dict[str, Any] | None = None
         if self.is_sqlite:
-            self.writer = _sqlite_engine(url, writer=True)
-            self.reader = _sqlite_engine(url, writer=False)
+            database = make_url(url).database or ""
+            if not database.startswith("file:"):  # a URI's file is not named plainly: no cache
+                self.auth_epoch = AuthEpoch(beside(database))
+                self.token_cache = {}
+            self.writer = _sqlite_engine(url, writer=True, auth_epoch=self.auth_epoch)
+            self.reader = _sqlite_engine(url, writer=False, auth_epoch=self.auth_epoch)
         else:
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
             self.reader = self.writer
@@ -120,3 +132,5 @@ class Database:
         await self.writer.dispose()
         if self.reader is not self.writer:
             await self.reader.dispose()
+        if self.auth_epoch is not None:
+            self.auth_epoch.close()

@@ -24,6 +24,11 @@ The dialect is SQLAlchemy's aiosqlite dialect under a name of ours
 compiled statement by the dialect object it was compiled for, so each new engine
 (the writer and the reader, and every gateway a test starts) compiled every
 statement again. db/engine.py gives all SQLite engines one compiled cache.
+
+A connection also keeps the database's auth epoch (db/auth_epoch.py): a
+statement that may write users, user_tokens, agents or agent_keys marks its
+transaction, whose commit (or rollback) then bumps the epoch — after SQLite has
+committed, so that a token look-up that starts after the bump reads the change.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
     SQLiteDialect_aiosqlite,
 )
 from sqlalchemy.util.concurrency import await_
+
+from mailui4agents.db.auth_epoch import AuthEpoch, writes_auth
 
 _Result = tuple[Any, list[Any], int, int | None, bool]
 
@@ -84,6 +91,9 @@ class OneHopCursor:
         async with adapt._execute_mutex:
             begin, adapt._begin = adapt._begin, None  # sent once, even if it fails
             conn: Any = adapt._connection  # aiosqlite.Connection
+            auth = writes_auth(operation)
+            if auth:
+                adapt._auth_written = True  # before: a failed statement may have written
             try:
                 result: _Result = await conn._execute(
                     _run, conn._conn, begin, operation, parameters, many
@@ -93,6 +103,8 @@ class OneHopCursor:
                 raise
         self.description, rows, self.rowcount, self.lastrowid, adapt._open = result
         self._rows = collections.deque(rows)
+        if auth and not adapt._open:  # committed on its own (no transaction around it)
+            adapt._ended()
 
     def execute(self, operation: str, parameters: Any = None) -> None:
         try:
@@ -135,7 +147,7 @@ class OneHopCursor:
 
 
 class OneHopConnection(AsyncAdapt_aiosqlite_connection):
-    __slots__ = ("_begin", "_open")
+    __slots__ = ("_auth_written", "_begin", "_open")
 
     def __init__(self, dbapi: Any, connection: Any) -> None:
         super().__init__(dbapi, connection)
@@ -143,6 +155,18 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         # Whether SQLite had a transaction open after our last statement (the
         # sqlite3 connection may only be asked in its own thread).
         self._open = False
+        # Whether this transaction ran a statement that may write the auth
+        # tables: its end bumps the auth epoch (db/auth_epoch.py).
+        self._auth_written = False
+
+    def _ended(self) -> None:
+        """The transaction ended (committed or not): bump the epoch if it wrote
+        the auth tables."""
+        if self._auth_written:
+            self._auth_written = False
+            epoch: AuthEpoch | None = self.dbapi.auth_epoch
+            if epoch is not None:
+                epoch.bump()
 
     def begin_lazily(self, sql: str) -> None:
         """Send `sql` (BEGIN …) with the next statement, or never if none comes."""
@@ -154,12 +178,14 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         if self._begin is not None:  # SQLAlchemy's cursor opens in hops of its own
             OneHopCursor(self).execute("SELECT 1")
         self._open = True  # not followed statement by statement: end it to be sure
+        self._auth_written = True  # nor its statements: count it as a write
         return super().cursor(server_side=True)
 
     def rollback(self) -> None:
         # A transaction whose BEGIN was never sent, or a statement run outside
         # one (Database.read_rows), has nothing to end: no hop.
         self._begin = None
+        self._ended()  # a bump too many costs a look-up, never a stale principal
         if self._open:
             self._open = False
             if self._connection._connection is None:
@@ -174,9 +200,12 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
 
     def commit(self) -> None:
         self._begin = None
-        if self._open:
-            super().commit()
-            self._open = False
+        try:
+            if self._open:
+                super().commit()
+                self._open = False
+        finally:
+            self._ended()  # after SQLite's commit (or its failure: unknown, bump)
 
 
 class OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
@@ -186,17 +215,18 @@ class OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
     one cannot fail short of a closed connection, and the next call on it
     would report that. The writer awaits its rollbacks and commits."""
 
-    def __init__(self, *, queue_rollbacks: bool) -> None:
+    def __init__(self, *, queue_rollbacks: bool, auth_epoch: AuthEpoch | None = None) -> None:
         super().__init__(aiosqlite, sqlite3)
         self.queue_rollbacks = queue_rollbacks
+        self.auth_epoch = auth_epoch
 
     def connect(self, *arg: Any, **kw: Any) -> OneHopConnection:
         adapted = super().connect(*arg, **kw)
         return OneHopConnection(self, adapted._connection)
 
 
-def dbapi(*, reader: bool) -> OneHopDBAPI:
-    return OneHopDBAPI(queue_rollbacks=reader)
+def dbapi(*, reader: bool, auth_epoch: AuthEpoch | None = None) -> OneHopDBAPI:
+    return OneHopDBAPI(queue_rollbacks=reader, auth_epoch=auth_epoch)
 
 
 class OneHopDialect(SQLiteDialect_aiosqlite):

@@ -45,12 +45,14 @@ ATTEMPTS = 3
 CHUNK = 1024 * 1024
 MANIFEST_MAX_BYTES = 256 * 1024 * 1024  # a manifest lists files; never read a bigger one
 # Top-level names of the data dir that are not copied as `files/`: the database
-# (copied by the backup API), its journals, the lock, the blob store.
+# (copied by the backup API), its journals, its auth epoch (db/auth_epoch.py:
+# only ever compared with itself), the lock, the blob store.
 NOT_FILES = {
     SQLITE_FILE,
     f"{SQLITE_FILE}-wal",
     f"{SQLITE_FILE}-shm",
     f"{SQLITE_FILE}-journal",
+    f"{SQLITE_FILE}-auth",
     data_lock.LOCK_FILE,
     "blobs",
 }

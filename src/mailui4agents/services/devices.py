@@ -6,8 +6,8 @@ for one user and one device name. Only its SHA-256 is stored; it is used once
 cannot both win) and expires after PAIRING_TTL_S. Using it creates a user token
 named after the device, expiring like any web session (web_session_ttl_s), and
 a device row naming that token: revoking the device revokes the token, so the
-device's cookie stops working at its next request (tokens are looked up on
-every request, never cached: identity.authenticate_in).
+device's cookie stops working at its next request (identity.authenticate_in:
+read on every request, or on SQLite cached until the auth epoch changes).
 
 Guessing codes is limited per client address with the login limiter
 (services/rate_limits.LoginGuard): a failed redemption counts as a failed login

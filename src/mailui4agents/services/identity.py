@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 import weakref
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -306,17 +307,58 @@ async def authenticate_until(
     return _principal_of(token, (await s.execute(statement, params)).first())
 
 
+# The token cache of a SQLite gateway (`Database.token_cache`): digest ->
+# (auth epoch, principal, expires_at, read at). An entry serves while the epoch
+# is the one it was read under — the epoch changes after any commit, by any
+# process, that wrote users, user_tokens, agents or agent_keys
+# (db/auth_epoch.py) — while its token has not expired (checked on every use),
+# and for at most TOKEN_CACHE_MAX_AGE_S (the safety net for a write that
+# bypassed this package, e.g. the sqlite3 shell). Only tokens that work are
+# kept; an unknown token is read every time.
+TOKEN_CACHE_MAX_AGE_S = 5.0
+TOKEN_CACHE_MAX = 10_000  # entries per database before starting over
+
+
 async def authenticate_in(db: Database, token: str) -> tuple[Principal, datetime | None] | None:
     """`authenticate_until` as a unit of work of its own: one statement on the
-    reader (db/engine.py, `Database.read_rows`), read at the moment of the call
-    — no cache, so a revocation committed by any process (the CLI, another
-    replica) is seen by the very next request."""
+    reader (db/engine.py, `Database.read_rows`).
+
+    On SQLite the answer is kept in `db.token_cache` (above) and stays right at
+    the very next request after any change: every process that writes the
+    database through db/engine.py bumps its auth epoch after committing (a
+    write from outside, e.g. the sqlite3 shell, within TOKEN_CACHE_MAX_AGE_S).
+    On PostgreSQL it is read at
+    the moment of every call — replicas on other machines share no epoch, so a
+    revocation committed by any of them is seen by the next request only if
+    nobody caches."""
     found = _token_lookup(token)
     if found is None:
         return None
     statement, params = found
+    cache, epoch = db.token_cache, db.auth_epoch
+    if cache is None or epoch is None:
+        rows = await db.read_rows(statement, params)
+        return _principal_of(token, rows[0] if rows else None)
+    digest, now = params["digest"], params["now"]
+    current = epoch.value()
+    hit = cache.get(digest)
+    if hit is not None:
+        at, who, until, read_at = hit
+        if (
+            at == current
+            and (until is None or until > now)
+            and time.monotonic() - read_at < TOKEN_CACHE_MAX_AGE_S
+        ):
+            return who, until
+        cache.pop(digest, None)
+    read_at = time.monotonic()  # before the read, as `current` is
     rows = await db.read_rows(statement, params)
-    return _principal_of(token, rows[0] if rows else None)
+    answer = _principal_of(token, rows[0] if rows else None)
+    if answer is not None:
+        if len(cache) >= TOKEN_CACHE_MAX:
+            cache.clear()
+        cache[digest] = (current, answer[0], answer[1], read_at)
+    return answer
 
 
 def _token_lookup(token: str) -> tuple[Select[Any], dict[str, Any]] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -234,6 +234,11 @@ async def adopt(
     return row, found.title
 
 
+# The default session of a pair of people and a path (most sends without a
+# parent land here): built once, not per send.
+_DEFAULT_SESSION = select(SessionRow).where(SessionRow.default_key == bindparam("b_key"))
+
+
 async def resolve_target(
     s: AsyncSession,
     settings: Settings,
@@ -286,7 +291,7 @@ async def resolve_target(
             # bob mailing claude@/srv/shop gets his own (never ana's history).
             low, high = sorted((sender.name, first.name))
             key = default_session_key(low, high, first.path)
-            found = await s.scalar(select(SessionRow).where(SessionRow.default_key == key))
+            found = await s.scalar(_DEFAULT_SESSION, {"b_key": key})
             if found is None:
                 base = auto_alias(first.name, subject)
                 session = await create_session(
