@@ -32,7 +32,9 @@ TESTS = Path(__file__).resolve().parent
 KEYS = re.compile(r"am_(?:user|agent)_[A-Za-z0-9_-]{16,}")
 #: ``secrets.token_urlsafe(32)``: 43 characters, standing alone. Mixed case and a
 #: digit or ``-``/``_``: ids (hex, UUIDs) and words never have all three.
-ONE_TIME = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])")
+#: A run inside standard base64 (``+`` or ``=`` before it; ``+``, ``/`` or ``=`` after
+#: it: a DKIM body hash, a SHA-256 digest) is not one; ``/`` before it is a URL path.
+ONE_TIME = re.compile(r"(?<![A-Za-z0-9_+=-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_+/=-])")
 PASSWORD_LITERAL = re.compile(r"""(?:password=|PASSWORD\s*=\s*)["']([^"'\n]{8,200})["']""")
 
 
