@@ -10,8 +10,10 @@ otherwise leave a directory the gateway cannot write.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -62,3 +64,30 @@ def fsync_path(path: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def replace_json(path: Path, data: object) -> None:
+    """Write `data` as JSON to `path` atomically, 0600: a temporary file, fsync,
+    rename. A crash leaves either the old file or the new one (the bridge's
+    session and worktree maps)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    encoded = json.dumps(data, indent=1, sort_keys=True).encode()
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        os.write(fd, encoded)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    """The JSON object `replace_json` wrote (empty when there is no file or it
+    holds no object); ValueError naming `what` when it is not JSON."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: the {what} is not valid JSON ({exc})") from exc
+    return {str(k): v for k, v in data.items()} if isinstance(data, dict) else {}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import anyio
 from fastapi import APIRouter, Header, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
+from mailui4agents.api.long_poll import until_settled
 from mailui4agents.api.pages import page
 from mailui4agents.api.results import DUPLICATE, answer_request
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate, WithdrawIn
@@ -96,15 +96,7 @@ async def get_permission(
         async with gw.read() as s:
             return permissions.permission_out(await permissions.own_request(s, who, request_id))
 
-    async with gw.hub.waiter(who.key) as wake:
-        out = await load()
-        with anyio.move_on_after(wait):
-            while out.status == "pending":
-                wake.clear()
-                out = await load()
-                if out.status == "pending":
-                    await wake.wait()
-        return await load()
+    return await until_settled(gw, who.key, load, wait)
 
 
 @router.get("/permissions", response_model=Page[PermissionOut], response_model_exclude_unset=True)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import anyio
 from fastapi import APIRouter, Query, Response
 from pydantic import Field
 
 from mailui4agents.api.deps import Admin, Agent, GatewayDep, Human
+from mailui4agents.api.long_poll import until_settled
 from mailui4agents.api.pages import page
 from mailui4agents.api.validation import StrictBody
 from mailui4agents.services import review, work
@@ -136,15 +136,7 @@ async def get_action(
         async with gw.read() as s:
             return await work.get_action(s, who, action_id)
 
-    async with gw.hub.waiter(who.key) as wake:
-        out = await load()
-        with anyio.move_on_after(wait):
-            while out.status == "pending":
-                wake.clear()
-                out = await load()
-                if out.status == "pending":
-                    await wake.wait()
-        return await load()
+    return await until_settled(gw, who.key, load, wait)
 
 
 @router.get("/admin/worktrees", response_model=WorktreesOut)

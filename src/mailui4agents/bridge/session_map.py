@@ -7,10 +7,10 @@ crash leaves either the old map or the new one.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mailui4agents.private_files import read_json_object, replace_json
 
 
 @dataclass
@@ -23,15 +23,8 @@ class SessionMap:
     @classmethod
     def open(cls, path: Path) -> SessionMap:
         path.parent.mkdir(parents=True, exist_ok=True)
-        ids: dict[str, str] = {}
-        if path.exists():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except ValueError as exc:
-                raise ValueError(f"{path}: the session map is not valid JSON ({exc})") from exc
-            if isinstance(data, dict):
-                ids = {str(k): str(v) for k, v in data.items() if isinstance(v, str) and v}
-        return cls(path, ids)
+        data = read_json_object(path, "session map")
+        return cls(path, {k: v for k, v in data.items() if isinstance(v, str) and v})
 
     def get(self, mail_session_id: str) -> str | None:
         return self.ids.get(mail_session_id)
@@ -48,12 +41,4 @@ class SessionMap:
             self._save()
 
     def _save(self) -> None:
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        data = json.dumps(self.ids, indent=1, sort_keys=True).encode()
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, self.path)
+        replace_json(self.path, self.ids)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mailui4agents.bridge.replies import SUBJECT_MAX_BYTES, clamp_utf8
+from mailui4agents.private_files import read_json_object, replace_json
 
 GIT_TIMEOUT_S = 300.0
 #: ``work.json`` lists at most this many files; past it ``files_truncated``.
@@ -725,17 +725,8 @@ class WorktreeMap:
     @classmethod
     def open(cls, path: Path) -> WorktreeMap:
         path.parent.mkdir(parents=True, exist_ok=True)
-        items: dict[str, Worktree] = {}
-        if path.exists():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except ValueError as exc:
-                raise ValueError(f"{path}: the worktree map is not valid JSON ({exc})") from exc
-            if isinstance(data, dict):
-                for key, value in data.items():
-                    if isinstance(value, dict):
-                        items[str(key)] = Worktree.from_json(value)
-        return cls(path, items)
+        data = read_json_object(path, "worktree map")
+        return cls(path, {k: Worktree.from_json(v) for k, v in data.items() if isinstance(v, dict)})
 
     def get(self, session_id: str) -> Worktree | None:
         return self.items.get(session_id)
@@ -745,13 +736,4 @@ class WorktreeMap:
         self.save()
 
     def save(self) -> None:
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        data = json.dumps({k: v.as_json() for k, v in self.items.items()}, indent=1,
-                          sort_keys=True).encode()  # fmt: skip
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, self.path)
+        replace_json(self.path, {k: v.as_json() for k, v in self.items.items()})
