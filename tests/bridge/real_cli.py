@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.bridge.harness import Agent, BridgeProcess, Human
@@ -29,6 +30,24 @@ class Cli:
     model: ScriptedServer
     bad_key: SeenScript  # the script that answers 401
     platform_sessions: Callable[[Agent], dict[str, str]]  # sessions.json
+
+
+def codex_bridge(
+    agent: Agent, model_url: str, codex_bin: str | Path, *args: str, sandbox: bool = False
+) -> BridgeProcess:
+    """A bridge running real Codex against our Responses model at `model_url`, its
+    config and HOME beside the agent's workspace."""
+    config = agent.workspace.parent / "codex-config.toml"
+    config.write_text(
+        'model = "fake-model"\nmodel_provider = "fake"\n'
+        "[model_providers.fake]\n"
+        f'name = "fake"\nbase_url = "{model_url}/v1"\nwire_api = "responses"\n'
+        'env_key = "FAKE_API_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
+    )
+    return agent.bridge(
+        "--runner-arg", f"bin={codex_bin}", "--runner-arg", f"config={config}", *args,
+        runner="codex", sandbox=sandbox, FAKE_API_KEY="dummy", HOME=str(agent.workspace.parent),
+    )  # fmt: skip
 
 
 def address(agent: Agent, new: bool = True) -> str:

@@ -40,17 +40,7 @@ def cli(codex_bin: Path, model: ResponsesServer, agent: Agent) -> Iterator[real_
     agent.state_dir = state
 
     def start(agent: Agent, model: ResponsesServer, *args: str) -> BridgeProcess:
-        config = agent.workspace.parent / "codex-config.toml"
-        config.write_text(
-            'model = "fake-model"\nmodel_provider = "fake"\n'
-            "[model_providers.fake]\n"
-            f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
-            'env_key = "FAKE_API_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
-        )
-        return agent.bridge(
-            "--runner-arg", f"bin={codex_bin}", "--runner-arg", f"config={config}", *args,
-            runner="codex", FAKE_API_KEY="dummy", HOME=str(agent.workspace.parent),
-        )  # fmt: skip
+        return real_cli.codex_bridge(agent, model.url, codex_bin, *args)
 
     def sessions(agent: Agent) -> dict[str, str]:
         return dict(json.loads((agent.state_dir / "sessions.json").read_text()))

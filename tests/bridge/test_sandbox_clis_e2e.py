@@ -24,6 +24,7 @@ import pytest
 from tests import needs
 from tests.bridge.agent_clis import REPO, require
 from tests.bridge.harness import Agent, BridgeProcess, Human
+from tests.bridge.real_cli import codex_bridge
 from tests.bridge.test_pi_e2e import pi_home
 from tests.fakes.gemini_server import GeminiServer
 from tests.fakes.model_server import ModelServer, bash_then_answer
@@ -163,17 +164,7 @@ def start_codex(agent: Agent, model: ResponsesServer, *args: str) -> BridgeProce
     # Codex refuses to link its sandbox helper under a temporary dir: keep its
     # CODEX_HOME (in the bridge's state dir) out of /tmp, as test_codex_e2e.py does.
     agent.state_dir = REPO / ".cache" / "test-state" / agent.name
-    config = agent.workspace.parent / "codex-config.toml"
-    config.write_text(
-        'model = "fake-model"\nmodel_provider = "fake"\n'
-        "[model_providers.fake]\n"
-        f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
-        'env_key = "FAKE_API_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
-    )
-    return agent.bridge(
-        "--runner-arg", f"bin={codex_bin}", "--runner-arg", f"config={config}", *args,
-        runner="codex", sandbox=True, FAKE_API_KEY="dummy", HOME=str(agent.workspace.parent),
-    )  # fmt: skip
+    return codex_bridge(agent, model.url, codex_bin, *args, sandbox=True)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import pytest
 from tests import needs
 from tests.bridge.agent_clis import REPO, require
 from tests.bridge.harness import Agent, BridgeProcess, Human
+from tests.bridge.real_cli import codex_bridge
 from tests.fakes import scripted_http
 from tests.fakes.model_server import ModelServer, bash_then_answer
 from tests.fakes.model_server import answer as claude_answer
@@ -180,17 +181,7 @@ def codex(agent: Agent) -> Iterator[Cli]:
     with ResponsesServer(scripted_http.answer("ok")) as model:
 
         def start(agent: Agent, *args: str) -> BridgeProcess:
-            config = agent.workspace.parent / "codex-config.toml"
-            config.write_text(
-                'model = "fake-model"\nmodel_provider = "fake"\n'
-                "[model_providers.fake]\n"
-                f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
-                'env_key = "FAKE_API_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
-            )
-            return agent.bridge(
-                "--runner-arg", f"bin={codex_bin}", "--runner-arg", f"config={config}", *args,
-                runner="codex", FAKE_API_KEY="dummy", HOME=str(agent.workspace.parent),
-            )  # fmt: skip
+            return codex_bridge(agent, model.url, codex_bin, *args)
 
         def shell(command: str, text: str) -> None:
             model.script = scripted_http.shell_then_answer(command, text)
