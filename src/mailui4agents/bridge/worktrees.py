@@ -730,7 +730,9 @@ def push(wt: Worktree, remote: str) -> Outcome:
     base = wt.base_branch or "<base branch>"
     lines = [f"Pushed {wt.branch} to {remote}. Open the pull request with:",
              f"gh pr create --base {base} --head {wt.branch}"]  # fmt: skip
-    url = git(["remote", "get-url", remote], env={"GIT_DIR": wt.common_dir}, check=False)
+    # The URL as configured (``get-url`` would apply ``insteadOf`` rewrites).
+    url = git(["config", "--get", f"remote.{remote}.url"], env={"GIT_DIR": wt.common_dir},
+              check=False)  # fmt: skip
     page = compare_url(url.stdout.decode("utf-8", "replace"), base, wt.branch)
     if page is not None:
         lines.append(f"or on the web: {page}")
