@@ -718,9 +718,13 @@ def push(wt: Worktree, remote: str) -> Outcome:
     if not _REMOTE_NAME.match(remote):
         return Outcome("refused", f"{remote!r} is not a remote name.")
     commit_all(wt, f"agentmail: uncommitted work of {wt.branch}")
-    # No ssh password prompt either: BatchMode, unless the owner set their own ssh.
-    env = {**wt.env(), "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND")
-           or "ssh -o BatchMode=yes"}  # fmt: skip
+    # No ssh password prompt either: BatchMode, unless the owner set their own ssh
+    # command (the environment's would override the repository's core.sshCommand).
+    env = wt.env()
+    own_ssh = git(["config", "--get", "core.sshCommand"], env={"GIT_DIR": wt.common_dir},
+                  check=False).stdout.strip()  # fmt: skip
+    if not os.environ.get("GIT_SSH_COMMAND") and not own_ssh:
+        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
     ref = f"refs/heads/{wt.branch}"
     done = wt.run(["-c", "protocol.ext.allow=never", "push", "--porcelain", "--no-verify",
                    remote, f"{ref}:{ref}"], env=env, check=False)  # fmt: skip
