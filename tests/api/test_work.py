@@ -541,8 +541,47 @@ async def test_no_action_without_an_active_worktree(api: Api, world: dict[str, A
 
 
 async def test_a_bad_action_names_its_field(api: Api, world: dict[str, Any]) -> None:
-    r = await act(api, "ana", world["sid"], "push")
+    r = await act(api, "ana", world["sid"], "rebase")
     assert r.status_code == 400 and r.json()["error"]["field"] == "action"
+
+
+async def test_push_only_when_the_bridge_reported_a_remote(api: Api, world: dict[str, Any]) -> None:
+    sid = world["sid"]
+    r = await act(api, "ana", sid, "push")
+    assert r.status_code == 409 and r.json()["error"]["reason"] == "no_remote", r.text
+    assert await events(api, "agent:claude", "work_action") == []
+    r = await report(api, "claude", sid, remote="origin")
+    assert r.status_code == 200 and r.json()["remote"] == "origin", r.text
+    view = await api.http.get(f"/api/v1/sessions/{sid}/work", headers=api.auth("bob"))
+    assert view.json()["work"]["remote"] == "origin"
+    got = {
+        who: (await act(api, who, sid, "push")).status_code
+        for who in (None, "claude", "codex", "bob", "carl")
+    }
+    assert got == {None: 401, "claude": 403, "codex": 403, "bob": 403, "carl": 404}
+    r = await act(api, "ana", sid, "push")
+    assert r.status_code == 201, r.text
+    assert (r.json()["action"], r.json()["status"]) == ("push", "pending")
+    assert await events(api, "agent:claude", "work_action") == [r.json()]
+    done = await api.http.post(
+        f"/api/v1/agent/work/actions/{r.json()['id']}",
+        json={"status": "done", "message": "gh pr create --base main --head agentmail/fix"},
+        headers=api.auth("claude"),
+    )
+    assert done.status_code == 200, done.text
+    assert (await act(api, "root", sid, "push")).status_code == 201  # an admin too
+    # A later report without a remote takes the button away again.
+    await report(api, "claude", sid)
+    view = await api.http.get(f"/api/v1/sessions/{sid}/work", headers=api.auth("ana"))
+    assert view.json()["work"]["remote"] is None
+
+
+@pytest.mark.parametrize("remote", ["", "--upload-pack=x", "a b", "o\nx", "r" * 256])
+async def test_a_bad_remote_is_refused_by_name(
+    api: Api, world: dict[str, Any], remote: str
+) -> None:
+    r = await report(api, "claude", world["sid"], remote=remote)
+    assert r.status_code in (400, 422) and r.json()["error"]["field"] == "remote", r.text
 
 
 async def test_reading_an_action_from_every_side_and_waiting_for_it(

@@ -374,6 +374,40 @@ async def test_merge_conflict_is_refused_and_goes_back_to_the_agent(
     await human.wait_reply(sent["session_id"], back["id"])  # the agent's turn answered it
 
 
+async def test_open_pr_pushes_the_branch_to_the_remote(
+    human: Human, agent: Agent, tmp_path: Path
+) -> None:
+    repo = agent.workspace
+    make_repo(repo)
+    fake(agent, "--worktrees")
+    # No remote yet: the bridge reports none and the gateway refuses a push.
+    sent = await human.send(f"{agent.name}@{repo}.new", "!bash echo agent > c.txt",
+                            subject="pr", mode="full")  # fmt: skip
+    sid = sent["session_id"]
+    await wait_work(human, sid, sent["id"])
+    assert (await session_work(human, sid))["work"]["remote"] is None
+    r = await human.http.post(f"/api/v1/sessions/{sid}/work/actions", headers=human.auth,
+                              json={"action": "push"})  # fmt: skip
+    assert r.status_code == 409 and r.json()["error"]["reason"] == "no_remote", r.text
+    # A bare repository as origin: the next report names it, and Open PR pushes.
+    remote = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    more = await human.send(f"{agent.name}@{repo}", "!bash echo more > d.txt",
+                            parent=sent["id"])  # fmt: skip
+    await wait_work(human, sid, more["id"])
+    work = (await session_work(human, sid))["work"]
+    assert work["remote"] == "origin", work
+    pushed = await act(human, sid, "push")
+    assert pushed["status"] == "done", pushed
+    branch = work["branch"]
+    assert f"gh pr create --base main --head {branch}" in pushed["message"]
+    assert git(remote, "show", f"{branch}:c.txt") == "agent"
+    assert git(remote, "show", f"{branch}:d.txt") == "more"  # uncommitted work committed
+    assert git(remote, "rev-parse", branch) == git(Path(work["path"]), "rev-parse", "HEAD")
+    assert git(repo, "rev-parse", "main") != git(remote, "rev-parse", branch)  # not merged
+
+
 async def test_without_a_repository_the_turn_runs_in_the_workspace(
     human: Human, agent: Agent
 ) -> None:

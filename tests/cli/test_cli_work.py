@@ -110,7 +110,7 @@ def start(cli: Cli, *args: str) -> subprocess.Popen[str]:
 
 
 def merge_answered(
-    world: World, session: str, answer: dict[str, Any]
+    world: World, session: str, answer: dict[str, Any], command: str = "merge"
 ) -> subprocess.CompletedProcess[str]:
     """`agentmail work merge SESSION` while the test plays the bridge: connected
     to the agent's stream first (nothing can be missed from then on), it answers
@@ -118,7 +118,7 @@ def merge_answered(
     with world.agent.stream("GET", "/api/v1/agent/events", timeout=WAIT_S) as stream:
         lines = stream.iter_lines()
         assert next(lines).startswith(":")
-        run = start(world.ana, "work", "merge", session)
+        run = start(world.ana, "work", command, session)
         seen_event = False
         for line in lines:
             if line == "event: work_action":
@@ -170,6 +170,28 @@ def test_merge_no_wait_returns_at_once(world: World) -> None:
     assert [a["action"] for a in pending(world)] == ["merge"]
     again = world.ana("work", "keep", world.alias)
     assert again.returncode == 1 and "still pending" in again.stderr
+
+
+def test_push_needs_a_remote_then_waits_and_prints_the_command(world: World) -> None:
+    # REPORT has no remote: nothing is asked, the reason is said.
+    refused = world.ana("work", "push", world.alias)
+    assert refused.returncode == 1 and "no git remote" in refused.stderr
+    assert pending(world) == []
+    put = world.agent.put(
+        f"/api/v1/agent/sessions/{world.session_id}/work", json={**REPORT, "remote": "origin"}
+    )
+    assert put.status_code == 200, put.text
+    assert "Remote:  origin" in world.ana.ok("work", "show", world.alias).stdout
+    said = "Pushed agentmail/fix to origin.\ngh pr create --base main --head agentmail/fix"
+    done = merge_answered(world, world.alias, {"status": "done", "message": said}, "push")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"push done: {said}"
+    failed = merge_answered(
+        world, world.alias, {"status": "failed", "message": "git push: denied"}, "push"
+    )
+    assert failed.returncode == 1 and "push failed: git push: denied" in failed.stdout
+    bob = world.bob("work", "push", world.alias)
+    assert bob.returncode == 1 and "only the session's owners" in bob.stderr
 
 
 def test_discard_needs_yes(world: World) -> None:

@@ -151,8 +151,12 @@ async def test_the_thread_shows_the_work_mail_as_its_diff_and_the_owner_finishes
         assert r.status_code == 200 and r.json()["status"] == "pending", r.text
         r = await post(ana, f"/sessions/{w['sid']}/work/actions", page_url, action="keep")
         assert r.status_code == 409 and r.json()["error"]["reason"] == "work_action_pending"
-        r = await post(ana, f"/sessions/{w['sid']}/work/actions", page_url, action="push")
+        r = await post(ana, f"/sessions/{w['sid']}/work/actions", page_url, action="rebase")
         assert r.status_code == 400 and r.json()["error"]["field"] == "action"
+        # No remote reported: no Open PR button, and a forged push is refused.
+        assert 'id="open-pr"' not in page
+        r = await post(ana, f"/sessions/{w['sid']}/work/actions", page_url, action="push")
+        assert r.status_code == 409 and r.json()["error"]["reason"] == "no_remote", r.text
         page = (await ana.get(page_url)).text
         assert "<strong>Merge</strong> by ana" in page
 
@@ -181,6 +185,38 @@ async def test_the_thread_shows_the_work_mail_as_its_diff_and_the_owner_finishes
         page = (await root.get("/admin")).text
         assert 'id="worktrees-total"' in page and "2.5 MB" in page
         assert "/state/worktrees/abc/s1" in page
+
+
+async def test_open_pr_is_shown_to_owners_when_there_is_a_remote(api: Api) -> None:
+    w = await world(api)
+    page_url = f"/sessions/{w['sid']}"
+    r = await api.http.put(
+        f"/api/v1/agent/sessions/{w['sid']}/work",
+        json={**WORKTREE, "remote": "origin"},
+        headers=api.auth("bot"),
+    )
+    assert r.status_code == 200, r.text
+    async with browser(api, "carl") as carl:  # reads it, owns nothing: no button
+        page = (await carl.get(page_url)).text
+        assert 'id="work-panel"' in page and 'id="open-pr"' not in page
+        r = await post(carl, f"/sessions/{w['sid']}/work/actions", page_url, action="push")
+        assert r.status_code == 403, r.text
+    async with browser(api, "ana") as ana:
+        page = (await ana.get(page_url)).text
+        assert 'id="open-pr"' in page and "Open PR (push to origin)" in page
+        r = await post(ana, f"/sessions/{w['sid']}/work/actions", page_url, action="push")
+        assert r.status_code == 200 and r.json()["action"] == "push", r.text
+        said = "Pushed agentmail/fix to origin. gh pr create --base main --head agentmail/fix"
+        done = await api.http.post(
+            f"/api/v1/agent/work/actions/{r.json()['id']}",
+            json={"status": "done", "message": said},
+            headers=api.auth("bot"),
+        )
+        assert done.status_code == 200, done.text
+        page = (await ana.get(page_url)).text
+        assert "<strong>Push</strong> by ana" in page and said in page
+    async with browser(api, "root") as root:  # an admin has the button too
+        assert 'id="open-pr"' in (await root.get(page_url)).text
 
 
 async def test_anonymous_and_forged_posts_are_refused(api: Api) -> None:

@@ -32,6 +32,8 @@ router = APIRouter(prefix="/api/v1", tags=["work"])
 HEX40 = "^[0-9a-f]{40}$"
 MAX_BYTES = 2**53  # a disk use JSON numbers carry exactly everywhere
 MAX_WAIT = 30
+# A git remote name: no option, no whitespace or control character.
+REMOTE = r"^[A-Za-z0-9_.][A-Za-z0-9_./-]*$"
 ActionStatus = Literal["pending", "done", "refused", "failed"]
 
 
@@ -48,7 +50,7 @@ class ReviewCreate(StrictBody):
 
 
 class ActionCreate(StrictBody):
-    action: Literal["merge", "discard", "keep"]
+    action: Literal["merge", "discard", "keep", "push"]
 
 
 class WorkReport(StrictBody):
@@ -63,6 +65,8 @@ class WorkReport(StrictBody):
     state: Literal["active", "removed"]
     dirty: bool
     unmerged: int = Field(ge=0, le=2**31 - 1)
+    #: The remote the branch can be pushed to ("Open PR"); None: the repository has none.
+    remote: str | None = Field(default=None, min_length=1, max_length=255, pattern=REMOTE)
 
 
 class ActionAnswer(StrictBody):
@@ -117,7 +121,7 @@ async def send_review(
 async def request_action(
     session_id: str, body: ActionCreate, who: Human, gw: GatewayDep
 ) -> WorkActionOut:
-    """Merge, discard or keep the session's worktree: its owners and admins."""
+    """Merge, discard, keep or push the session's worktree: its owners and admins."""
     return await work.request_action(gw, who, session_id, body.action)
 
 

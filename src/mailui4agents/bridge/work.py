@@ -1,6 +1,7 @@
 """The bridge's side of a session's worktree (docs/review.md): pick or create it
 for a turn, post what the turn changed as a ``work`` mail, report the worktree to
-the gateway, carry out the owners' Merge / Discard / Keep, and the retention sweep.
+the gateway, carry out the owners' Merge / Discard / Keep / Open PR (a push),
+and the retention sweep.
 
 The git mechanics are in :mod:`mailui4agents.bridge.worktrees`; everything here
 that runs git does so in a worker thread. A turn, an action and a sweep of one
@@ -207,6 +208,10 @@ class WorkKeeper:
                 return
             fields.update(head_commit=st.head, bytes=st.bytes, dirty=st.dirty,
                           unmerged=st.unmerged)  # fmt: skip
+            try:
+                fields["remote"] = await anyio.to_thread.run_sync(wt_git.remote_of, wt)
+            except (wt_git.GitError, OSError) as exc:  # no remote known: no Open PR
+                logger.warning("worktree %s: could not read its remotes: %s", wt.path, exc)
         else:
             fields.update(head_commit=wt.base_commit, bytes=0, dirty=False, unmerged=0)
             fields["state"] = "removed"
@@ -237,6 +242,12 @@ class WorkKeeper:
                 if out.status == "done":
                     wt.state = "removed"
                     self.map.put(wt)
+            elif kind == "push":
+                remote = await anyio.to_thread.run_sync(wt_git.remote_of, wt)
+                if remote is None:
+                    out = wt_git.Outcome("refused", "The repository has no remote to push to.")
+                else:
+                    out = await anyio.to_thread.run_sync(wt_git.push, wt, remote)
             elif kind == "keep":
                 wt.kept_at, wt.asked_at = time.time(), None
                 self.map.put(wt)

@@ -11,7 +11,8 @@ calls it from a worker thread. The pieces:
   worktree's real index is never touched, so the agent's staging survives.
 - :func:`diff`: what changed between two snapshots: the files (``work.json``),
   ``git diff --stat`` and the patch, cut at a size limit.
-- :func:`status`, :func:`merge`, :func:`discard`, :func:`sweep_decision`.
+- :func:`status`, :func:`merge`, :func:`discard`, :func:`push` (Open PR),
+  :func:`sweep_decision`.
 
 Git is run with an explicit ``GIT_DIR``/``GIT_WORK_TREE`` (never discovered
 from a ``.git`` file the agent could rewrite), hooks off and fsmonitor off: the
@@ -676,6 +677,70 @@ def discard(wt: Worktree) -> Outcome:
     if Path(wt.path).exists():
         return Outcome("failed", f"Could not remove {wt.path}.")
     return Outcome("done", f"Removed the worktree {wt.path} and the branch {wt.branch}.")
+
+
+# -- Open PR: push the branch ------------------------------------------------------------
+
+_REMOTE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,254}$")
+_HOSTED = re.compile(r"^https://(?P<host>github\.com|gitlab\.com)/(?P<repo>[^?#\s]+?)(?:\.git)?/?$")
+
+
+def remote_of(wt: Worktree) -> str | None:
+    """The remote the session's branch can be pushed to: the one the base branch
+    tracks, else ``origin`` when it exists, else None (no "Open PR")."""
+    env = {"GIT_DIR": wt.common_dir}
+    names = set(_out(["remote"], env=env).split())
+    if wt.base_branch:
+        tracked = git(["config", "--get", f"branch.{wt.base_branch}.remote"], env=env,
+                      check=False).stdout.decode("utf-8", "replace").strip()  # fmt: skip
+        if tracked in names and _REMOTE_NAME.match(tracked):
+            return tracked
+    return "origin" if "origin" in names else None
+
+
+def compare_url(remote_url: str, base: str, branch: str) -> str | None:
+    """The web page that opens the pull (merge) request, for a GitHub or GitLab
+    https remote; None for any other."""
+    m = _HOSTED.match(remote_url.strip())
+    if m is None:
+        return None
+    repo = m.group("repo")
+    if m.group("host") == "github.com":
+        return f"https://github.com/{repo}/compare/{base}...{branch}?expand=1"
+    query = f"merge_request[source_branch]={branch}&merge_request[target_branch]={base}"
+    return f"https://gitlab.com/{repo}/-/merge_requests/new?{query}"
+
+
+def push(wt: Worktree, remote: str) -> Outcome:
+    """Commit what is uncommitted (as :func:`merge` does), then ``git push <remote>
+    <branch>``: no hooks (the safe config), no credential prompt. ``done`` names the
+    command that opens the pull request; ``failed`` carries git's words."""
+    if not _REMOTE_NAME.match(remote):
+        return Outcome("refused", f"{remote!r} is not a remote name.")
+    commit_all(wt, f"agentmail: uncommitted work of {wt.branch}")
+    # No ssh password prompt either: BatchMode, unless the owner set their own ssh
+    # command (the environment's would override the repository's core.sshCommand).
+    env = wt.env()
+    own_ssh = git(["config", "--get", "core.sshCommand"], env={"GIT_DIR": wt.common_dir},
+                  check=False).stdout.strip()  # fmt: skip
+    if not os.environ.get("GIT_SSH_COMMAND") and not own_ssh:
+        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
+    ref = f"refs/heads/{wt.branch}"
+    done = wt.run(["-c", "protocol.ext.allow=never", "push", "--porcelain", "--no-verify",
+                   remote, f"{ref}:{ref}"], env=env, check=False)  # fmt: skip
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
+        return Outcome("failed", f"git push {remote} {wt.branch} failed: {said[:3000]}")
+    base = wt.base_branch or "<base branch>"
+    lines = [f"Pushed {wt.branch} to {remote}. Open the pull request with:",
+             f"gh pr create --base {base} --head {wt.branch}"]  # fmt: skip
+    # The URL as configured (``get-url`` would apply ``insteadOf`` rewrites).
+    url = git(["config", "--get", f"remote.{remote}.url"], env={"GIT_DIR": wt.common_dir},
+              check=False)  # fmt: skip
+    page = compare_url(url.stdout.decode("utf-8", "replace"), base, wt.branch)
+    if page is not None:
+        lines.append(f"or on the web: {page}")
+    return Outcome("done", "\n".join(lines))
 
 
 # -- retention ---------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""``agentmail work show | merge | discard | keep SESSION``: a session's worktree
+"""``agentmail work show | merge | push | discard | keep SESSION``: a session's worktree
 from the terminal (docs/review.md). SESSION is a session id or its alias.
 
-Merging, discarding and keeping are for the session's owners (and admins); the
-agent's bridge carries them out, and ``merge`` waits for its answer. People's
+Merging, pushing, discarding and keeping are for the session's owners (and
+admins); the agent's bridge carries them out, and ``merge`` and ``push`` wait for
+its answer. People's
 commands: an agent key is refused before anything is sent."""
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def show_lines(view: dict[str, Any]) -> list[str]:
         f"Size:    {size_text(int(work.get('bytes') or 0))}",
         f"State:   {state}",
         f"Commits: {work['base_commit'][:7]}..{work['head_commit'][:7]}",
+        f"Remote:  {work.get('remote') or 'none (no Open PR)'}",
     ]
     if view.get("actions"):
         lines.append("Actions (newest first):")
@@ -93,7 +95,7 @@ def show_lines(view: dict[str, Any]) -> list[str]:
 
 @click.group("work")
 def work() -> None:
-    """A session's worktree: show it, merge it, discard it or keep it (docs/review.md)."""
+    """A session's worktree: show it, merge it, push it, discard it or keep it (docs/review.md)."""
 
 
 @work.command("show")
@@ -153,6 +155,17 @@ def merge(session: str, no_wait: bool, as_json: bool) -> None:
     merge commit), and wait up to 60 s for the bridge's answer. Exit 1 when it
     was refused (conflicts go back to the agent as a mail) or failed."""
     _answer(_act(session, "merge", 0 if no_wait else MERGE_WAIT_S), as_json)
+
+
+@work.command("push")
+@click.argument("session")
+@click.option("--no-wait", is_flag=True, help="Ask and return; do not wait for the bridge.")
+@click.option("--json", "as_json", is_flag=True, help="Print the action as JSON.")
+def push(session: str, no_wait: bool, as_json: bool) -> None:
+    """Open PR: push the worktree's branch to the repository's remote (only when the
+    bridge reported one), wait up to 60 s for the bridge's answer and print it: the
+    command that opens the pull request. Exit 1 when it was refused or failed."""
+    _answer(_act(session, "push", 0 if no_wait else MERGE_WAIT_S), as_json)
 
 
 @work.command("discard")

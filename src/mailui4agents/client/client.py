@@ -565,7 +565,7 @@ class AsyncClient(Transport):
         return ReviewSent.model_validate(data)
 
     async def work_action(self, session_id: str, action: str) -> WorkActionOut:
-        """Human (an owner, or an admin): ``merge``, ``discard`` or ``keep`` the worktree."""
+        """Human (an owner, or an admin): ``merge``, ``discard``, ``keep`` or ``push``."""
         path = f"/sessions/{seg(session_id)}/work/actions"
         return WorkActionOut.model_validate(await self._call("POST", path, json={"action": action}))
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0023"  # the newest revision: bump it with every new migration
+HEAD = "0024"  # the newest revision: bump it with every new migration
 _PG_MIGRATE_LOCK = 0x6D696772  # any constant: one migrating replica at a time
 
 

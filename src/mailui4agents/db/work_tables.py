@@ -34,6 +34,8 @@ class SessionWorkRow(Base):
     state: Mapped[str] = mapped_column(String(10))  # active | removed
     dirty: Mapped[bool] = mapped_column(Boolean, default=False)
     unmerged: Mapped[int] = mapped_column(Integer, default=0)
+    # The git remote the branch can be pushed to ("Open PR"); None: no remote.
+    remote: Mapped[str | None] = mapped_column(String(255), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -57,7 +59,7 @@ class WorkActionRow(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     agent: Mapped[str] = mapped_column(String(200))
-    action: Mapped[str] = mapped_column(String(10))  # merge | discard | keep
+    action: Mapped[str] = mapped_column(String(10))  # merge | discard | keep | push
     requested_by: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(10), default="pending")
     message: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -41,7 +41,7 @@ from mailui4agents.wire.work import (
 
 logger = logging.getLogger("mailui4agents.work")
 
-ACTIONS = ("merge", "discard", "keep")
+ACTIONS = ("merge", "discard", "keep", "push")
 FINISHED = ("done", "refused", "failed")
 LAST_ACTIONS = 20  # actions a view lists, newest first
 MAX_MESSAGE = 4000  # the bridge's answer to an action (docs/limits.md)
@@ -55,7 +55,7 @@ def work_out(row: SessionWorkRow) -> SessionWorkOut:
         session_id=row.session_id, agent=row.agent, branch=row.branch, path=row.path,
         base_branch=row.base_branch, base_commit=row.base_commit, head_commit=row.head_commit,
         bytes=row.bytes, state=row.state, dirty=row.dirty, unmerged=row.unmerged,
-        updated_at=row.updated_at,
+        remote=row.remote, updated_at=row.updated_at,
     )  # fmt: skip
 
 
@@ -132,9 +132,10 @@ async def view(s: AsyncSession, who: Principal, session_id: str) -> WorkOut:
 async def request_action(
     gw: Gateway, who: Principal, session_id: str, action: str
 ) -> WorkActionOut:
-    """An owner (or an admin) asks the bridge to merge, discard or keep the
-    session's worktree: one pending action per session (409 work_action_pending),
-    only while a worktree is active (409 no_worktree); the `work_action` event to
+    """An owner (or an admin) asks the bridge to merge, discard, keep or push
+    the session's worktree: one pending action per session (409
+    work_action_pending), only while a worktree is active (409 no_worktree), a
+    push only when the bridge reported a remote (409 no_remote); the `work_action` event to
     the agent is written with it."""
     async with gw.write() as s:
         session = await s.get(SessionRow, session_id)
@@ -149,6 +150,12 @@ async def request_action(
         if work is None or work.state != "active":
             raise Conflict(
                 f"session '{session.alias}' has no active worktree", reason="no_worktree"
+            )
+        if action == "push" and not work.remote:
+            raise Conflict(
+                f"the repository of session '{session.alias}' has no git remote to push "
+                f"{work.branch} to",
+                reason="no_remote",
             )
         pending = await s.scalar(
             select(WorkActionRow.id).where(

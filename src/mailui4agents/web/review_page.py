@@ -99,7 +99,7 @@ async def work_action(request: Request, session_id: str) -> Response:
     try:
         if action not in work.ACTIONS:
             raise data.ServiceError(
-                400, "invalid_value", "action is merge, discard or keep", field="action"
+                400, "invalid_value", "action is merge, discard, keep or push", field="action"
             )
         out = await work.request_action(gateway(request), user.principal, session_id, action)
     except data.Refusal as err:

@@ -510,7 +510,7 @@ class ResetEvent(Lenient):
 
 
 class WorkActionOut(Lenient):
-    """A merge, discard or keep an owner asked for, and the bridge's answer
+    """A merge, discard, keep or push an owner asked for, and the bridge's answer
     (`status` pending | done | refused | failed; `conflicts`: paths of a refused
     merge); the data of a `work_action` event too (docs/review.md)."""
 

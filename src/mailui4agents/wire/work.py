@@ -23,6 +23,8 @@ class SessionWorkOut(Lenient):
     state: str  # active | removed
     dirty: bool = False
     unmerged: int = 0
+    #: The git remote the branch can be pushed to ("Open PR"); None: none.
+    remote: str | None = None
     updated_at: Timestamp
 
 
