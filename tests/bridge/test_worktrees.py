@@ -5,36 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from mailui4agents.bridge import worktrees as w
+from tests.bridge.git_repos import git, init_repo
 
 pytestmark = pytest.mark.e2e  # starts git processes
 
 
-def sh(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    sh(root, "init", "-q", "-b", "main")
-    sh(root, "config", "user.name", "Tester")
-    sh(root, "config", "user.email", "tester@example.org")
-    (root / "a.txt").write_text("one\ntwo\nthree\n")
-    (root / "b.txt").write_text("bee\n")
-    (root / "src").mkdir()
-    (root / "src" / "c.py").write_text("print('c')\n")
-    sh(root, "add", "-A")
-    sh(root, "commit", "-q", "-m", "start")
-    return root
+    return init_repo(
+        tmp_path / "project",
+        {"a.txt": "one\ntwo\nthree\n", "b.txt": "bee\n", "src/c.py": "print('c')\n"},
+    )
 
 
 def make(repo: Path, tmp_path: Path, session: str, alias: str | None = None) -> w.Worktree:
@@ -55,13 +42,13 @@ def test_find_repo_needs_a_repository_with_a_commit(tmp_path: Path, repo: Path) 
     assert w.find_repo(plain) is None
     empty = tmp_path / "empty"
     empty.mkdir()
-    sh(empty, "init", "-q")
+    git(empty, "init", "-q")
     assert w.find_repo(empty) is None
     found = w.find_repo(repo / "src")
     assert found is not None
     assert found.toplevel == repo and found.branch == "main" and found.subdir == "src"
     assert len(found.head) == 40
-    sh(repo, "checkout", "-q", "--detach")
+    git(repo, "checkout", "-q", "--detach")
     detached = w.find_repo(repo)
     assert detached is not None and detached.branch is None
 
@@ -72,15 +59,15 @@ def test_create_names_branch_and_folder(tmp_path: Path, repo: Path) -> None:
     assert one.path == str(
         tmp_path / "state" / "worktrees" / w.workspace_hash(repo) / "0123456789abcdef"
     )
-    assert one.base_branch == "main" and one.base_commit == sh(repo, "rev-parse", "HEAD")
-    assert sh(Path(one.path), "rev-parse", "--abbrev-ref", "HEAD") == "agentmail/fix-login"
+    assert one.base_branch == "main" and one.base_commit == git(repo, "rev-parse", "HEAD")
+    assert git(Path(one.path), "rev-parse", "--abbrev-ref", "HEAD") == "agentmail/fix-login"
     two = make(repo, tmp_path, "fedcba9876543210", "fix-login")
     assert two.branch == "agentmail/fix-login-2"
     three = make(repo, tmp_path, "aaaabbbbccccdddd", None)
     assert three.branch == "agentmail/aaaabbbb"
     for odd in ("../x y..lock", "a b/c", "-.-", "é", "x" * 300):
         name = w.branch_name(odd, "12345678abc")
-        sh(repo, "check-ref-format", "--branch", name)  # a valid branch name
+        git(repo, "check-ref-format", "--branch", name)  # a valid branch name
     assert w.branch_name("-.-", "12345678abc") == "agentmail/12345678"
 
 
@@ -97,7 +84,7 @@ def test_two_sessions_on_one_repository_do_not_touch_each_others_files(
     assert not (Path(one.path) / "new.txt").exists()
     assert (repo / "a.txt").read_text() == "one\ntwo\nthree\n"  # the workspace: untouched
     assert not (repo / "new.txt").exists()
-    assert sh(repo, "status", "--porcelain") == ""
+    assert git(repo, "status", "--porcelain") == ""
 
 
 def test_each_turn_has_exactly_its_changes_committed_and_uncommitted(
@@ -108,7 +95,7 @@ def test_each_turn_has_exactly_its_changes_committed_and_uncommitted(
 
     def turn1() -> None:
         (root / "a.txt").write_text("one\nTWO\nthree\n")
-        sh(root, "commit", "-q", "-am", "agent commit")  # committed
+        git(root, "commit", "-q", "-am", "agent commit")  # committed
         (root / "src" / "d.py").write_text("print('d')\n")  # uncommitted, untracked
 
     d1 = turn(wt, turn1)
@@ -136,15 +123,15 @@ def test_snapshot_never_touches_the_real_index(tmp_path: Path, repo: Path) -> No
     wt = make(repo, tmp_path, "s4444444", "index")
     root = Path(wt.path)
     (root / "a.txt").write_text("staged\n")
-    sh(root, "add", "a.txt")
+    git(root, "add", "a.txt")
     (root / "b.txt").write_text("not staged\n")
     (root / "untracked.txt").write_text("u\n")
     index = Path(wt.git_dir) / "index"
     before = hashlib.sha256(index.read_bytes()).hexdigest(), index.stat().st_mtime_ns
     snap = w.snapshot(wt)
     assert (hashlib.sha256(index.read_bytes()).hexdigest(), index.stat().st_mtime_ns) == before
-    assert sh(root, "diff", "--cached", "--name-only") == "a.txt"
-    assert "untracked.txt" in sh(root, "ls-tree", "-r", "--name-only", snap.tree)
+    assert git(root, "diff", "--cached", "--name-only") == "a.txt"
+    assert "untracked.txt" in git(root, "ls-tree", "-r", "--name-only", snap.tree)
 
 
 def test_binary_named_not_dumped_and_renames(tmp_path: Path, repo: Path) -> None:
@@ -208,8 +195,8 @@ def test_status_dirty_unmerged_and_disk_use(tmp_path: Path, repo: Path) -> None:
     (root / "big.bin").write_bytes(os.urandom(200_000))
     st = w.status(wt)
     assert st.dirty and st.bytes >= 200_000
-    sh(root, "add", "-A")
-    sh(root, "commit", "-q", "-m", "one")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "one")
     st = w.status(wt)
     assert not st.dirty and st.unmerged == 1 and st.unpushed == 1
 
@@ -220,9 +207,9 @@ def test_merge_fast_forward_into_the_checked_out_workspace(tmp_path: Path, repo:
     out = w.merge(wt)
     assert out.status == "done" and "fast-forward" in out.message, out
     assert (repo / "a.txt").read_text() == "merged\n"
-    assert sh(repo, "rev-parse", "main") == sh(Path(wt.path), "rev-parse", "HEAD")
+    assert git(repo, "rev-parse", "main") == git(Path(wt.path), "rev-parse", "HEAD")
     assert (
-        sh(repo, "log", "-1", "--format=%s", "main")
+        git(repo, "log", "-1", "--format=%s", "main")
         == "agentmail: uncommitted work of agentmail/ff"
     )
     assert w.status(wt).unmerged == 0
@@ -233,10 +220,10 @@ def test_merge_commit_when_the_base_moved(tmp_path: Path, repo: Path) -> None:
     wt = make(repo, tmp_path, "saaaaaaa", "mc")
     (Path(wt.path) / "b.txt").write_text("from the agent\n")
     (repo / "a.txt").write_text("one\ntwo\nthree\nfour\n")
-    sh(repo, "commit", "-q", "-am", "meanwhile")
+    git(repo, "commit", "-q", "-am", "meanwhile")
     out = w.merge(wt)
     assert out.status == "done" and "merge commit" in out.message, out
-    assert sh(repo, "rev-list", "--parents", "-n1", "main").count(" ") == 2  # two parents
+    assert git(repo, "rev-list", "--parents", "-n1", "main").count(" ") == 2  # two parents
     assert (repo / "b.txt").read_text() == "from the agent\n"
     assert (repo / "a.txt").read_text().endswith("four\n")
 
@@ -245,58 +232,58 @@ def test_merge_conflict_is_refused_with_the_paths_and_aborted(tmp_path: Path, re
     wt = make(repo, tmp_path, "sbbbbbbb", "cf")
     (Path(wt.path) / "a.txt").write_text("agent's line\n")
     (repo / "a.txt").write_text("human's line\n")
-    sh(repo, "commit", "-q", "-am", "human")
-    human = sh(repo, "rev-parse", "main")
+    git(repo, "commit", "-q", "-am", "human")
+    human = git(repo, "rev-parse", "main")
     out = w.merge(wt)
     assert out.status == "refused" and out.conflicts == ("a.txt",), out
     assert "a.txt" in out.message and "conflicts" in out.message
-    assert sh(repo, "rev-parse", "main") == human
-    assert sh(repo, "status", "--porcelain") == ""  # aborted: no half merge
-    assert not (Path(sh(repo, "rev-parse", "--absolute-git-dir")) / "MERGE_HEAD").exists()
+    assert git(repo, "rev-parse", "main") == human
+    assert git(repo, "status", "--porcelain") == ""  # aborted: no half merge
+    assert not (Path(git(repo, "rev-parse", "--absolute-git-dir")) / "MERGE_HEAD").exists()
 
 
 def test_merge_into_a_branch_checked_out_nowhere(tmp_path: Path, repo: Path) -> None:
     wt = make(repo, tmp_path, "scccccccc", "away")
-    sh(repo, "checkout", "-q", "-b", "elsewhere")  # main is checked out nowhere now
+    git(repo, "checkout", "-q", "-b", "elsewhere")  # main is checked out nowhere now
     (Path(wt.path) / "b.txt").write_text("ff\n")
     assert w.merge(wt).message.startswith("Merged agentmail/away into main (fast-forward")
-    assert sh(repo, "show", "main:b.txt") == "ff"
+    assert git(repo, "show", "main:b.txt") == "ff"
     # the base moves on: a merge commit, built without a checkout
-    sh(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "main")
     (repo / "a.txt").write_text("one\ntwo\nthree\nmore\n")
-    sh(repo, "commit", "-q", "-am", "more")
-    sh(repo, "checkout", "-q", "elsewhere")
+    git(repo, "commit", "-q", "-am", "more")
+    git(repo, "checkout", "-q", "elsewhere")
     (Path(wt.path) / "src" / "c.py").write_text("print('C')\n")
     out = w.merge(wt)
     assert out.status == "done" and "merge commit" in out.message, out
-    assert sh(repo, "show", "main:src/c.py") == "print('C')"
-    assert sh(repo, "show", "main:a.txt").endswith("more")
+    assert git(repo, "show", "main:src/c.py") == "print('C')"
+    assert git(repo, "show", "main:a.txt").endswith("more")
     # and a conflict there is refused too, the base unmoved
-    sh(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "main")
     (repo / "b.txt").write_text("human\n")
-    sh(repo, "commit", "-q", "-am", "human b")
-    sh(repo, "checkout", "-q", "elsewhere")
+    git(repo, "commit", "-q", "-am", "human b")
+    git(repo, "checkout", "-q", "elsewhere")
     (Path(wt.path) / "b.txt").write_text("agent\n")
-    before = sh(repo, "rev-parse", "main")
+    before = git(repo, "rev-parse", "main")
     out = w.merge(wt)
     assert out.status == "refused" and out.conflicts == ("b.txt",), out
-    assert sh(repo, "rev-parse", "main") == before
+    assert git(repo, "rev-parse", "main") == before
 
 
 def test_merge_refuses_a_detached_base_and_a_dirty_workspace(tmp_path: Path, repo: Path) -> None:
-    sh(repo, "checkout", "-q", "--detach")
+    git(repo, "checkout", "-q", "--detach")
     wt = make(repo, tmp_path, "sdddddddd", "det")
     out = w.merge(wt)
     assert out.status == "refused" and "detached HEAD" in out.message
-    sh(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "main")
     wt2 = make(repo, tmp_path, "seeeeeeee", "dirty")
     (Path(wt2.path) / "a.txt").write_text("agent\n")
     (repo / "a.txt").write_text("human, not committed\n")
-    before = sh(repo, "rev-parse", "main")
+    before = git(repo, "rev-parse", "main")
     out = w.merge(wt2)
     assert out.status == "refused" and "would be overwritten" in out.message, out
     assert (repo / "a.txt").read_text() == "human, not committed\n"
-    assert sh(repo, "rev-parse", "main") == before
+    assert git(repo, "rev-parse", "main") == before
 
 
 def test_discard_removes_worktree_and_branch_even_when_dirty(tmp_path: Path, repo: Path) -> None:
@@ -305,8 +292,8 @@ def test_discard_removes_worktree_and_branch_even_when_dirty(tmp_path: Path, rep
     out = w.discard(wt)
     assert out.status == "done", out
     assert not Path(wt.path).exists()
-    assert "agentmail/gone" not in sh(repo, "branch", "--list")
-    assert wt.path not in sh(repo, "worktree", "list")
+    assert "agentmail/gone" not in git(repo, "branch", "--list")
+    assert wt.path not in git(repo, "worktree", "list")
 
 
 def test_sweep_never_removes_a_dirty_or_unpushed_worktree(tmp_path: Path, repo: Path) -> None:
@@ -326,16 +313,16 @@ def test_sweep_never_removes_a_dirty_or_unpushed_worktree(tmp_path: Path, repo: 
     dirty = w.status(wt)
     assert w.sweep_decision(wt, dirty, now, 7 * day) == "ask"
     assert "uncommitted changes" in w.ask_reason(dirty)
-    sh(Path(wt.path), "add", "-A")
-    sh(Path(wt.path), "commit", "-q", "-m", "local only")
+    git(Path(wt.path), "add", "-A")
+    git(Path(wt.path), "commit", "-q", "-m", "local only")
     local = w.status(wt)
     assert w.sweep_decision(wt, local, now, 7 * day) == "ask"
     assert "1 commit(s) are neither merged nor pushed" in w.ask_reason(local)
     # pushed to a remote: safe to remove
     remote = tmp_path / "remote.git"
-    sh(tmp_path, "init", "-q", "--bare", str(remote))
-    sh(repo, "remote", "add", "origin", str(remote))
-    sh(Path(wt.path), "push", "-q", "origin", "agentmail/sweep")
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    git(Path(wt.path), "push", "-q", "origin", "agentmail/sweep")
     assert w.sweep_decision(wt, w.status(wt), now, 7 * day) == "remove"
 
 
@@ -343,16 +330,16 @@ def test_the_bridge_never_runs_what_the_agent_wrote(tmp_path: Path, repo: Path) 
     """A hook in the repository, and a worktree whose ``.git`` file the agent pointed at
     a git dir of its own with an fsmonitor program: the bridge's git runs neither."""
     marker = tmp_path / "ran"
-    hooks = Path(sh(repo, "rev-parse", "--absolute-git-dir")) / "hooks"
+    hooks = Path(git(repo, "rev-parse", "--absolute-git-dir")) / "hooks"
     for name in ("post-checkout", "pre-commit", "post-merge", "post-commit"):
         (hooks / name).write_text(f"#!/bin/sh\necho {name} >> {marker}\n")
         (hooks / name).chmod(0o755)
     wt = make(repo, tmp_path, "s00000002", "safe")
     root = Path(wt.path)
     evil = root / "evil-git"
-    sh(tmp_path, "init", "-q", str(evil.parent / "evil-src"))
+    git(tmp_path, "init", "-q", str(evil.parent / "evil-src"))
     (evil.parent / "evil-src" / ".git").rename(evil)
-    sh(tmp_path, "--git-dir", str(evil), "config", "core.fsmonitor", f"echo fsmonitor >> {marker}")
+    git(tmp_path, "--git-dir", str(evil), "config", "core.fsmonitor", f"echo fsmonitor >> {marker}")
     (root / ".git").write_text(f"gitdir: {evil}\n")
     (root / "a.txt").write_text("changed\n")
     d = w.diff(wt, w.snapshot(wt), w.snapshot(wt), 1 << 20)

@@ -22,6 +22,7 @@ import pytest
 
 from tests import needs
 from tests.bridge.agent_clis import REPO, require
+from tests.bridge.git_repos import git, init_repo
 from tests.bridge.harness import Agent, BridgeProcess, Human
 from tests.bridge.real_cli import codex_bridge
 from tests.fakes import scripted_http
@@ -35,20 +36,13 @@ TURN_S = 150.0  # one real-CLI turn on a loaded 2-core machine, with room to spa
 LINES = "".join(f"line {n}\n" for n in range(1, 21))
 
 
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 def make_repo(root: Path) -> None:
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Ana")
-    git(root, "config", "user.email", "ana@example.org")
-    (root / "a.txt").write_text(LINES)
-    (root / "b.txt").write_text("bee one\n")
-    (root / "c.txt").write_text("see one\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "start")
+    init_repo(
+        root,
+        {"a.txt": LINES, "b.txt": "bee one\n", "c.txt": "see one\n"},
+        name="Ana",
+        email="ana@example.org",
+    )
 
 
 def exists(path: Path) -> bool:

@@ -9,31 +9,19 @@ from pathlib import Path
 import pytest
 
 from mailui4agents.bridge import worktrees as w
+from tests.bridge.git_repos import git, init_repo
 
 pytestmark = pytest.mark.e2e  # starts git processes
 
 
-def sh(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    sh(root, "init", "-q", "-b", "main")
-    sh(root, "config", "user.name", "Tester")
-    sh(root, "config", "user.email", "tester@example.org")
-    (root / "a.txt").write_text("one\n")
-    sh(root, "add", "-A")
-    sh(root, "commit", "-q", "-m", "start")
-    return root
+    return init_repo(tmp_path / "project", {"a.txt": "one\n"})
 
 
 def bare(tmp_path: Path, name: str) -> Path:
     path = tmp_path / f"{name}.git"
-    sh(tmp_path, "init", "-q", "--bare", str(path))
+    git(tmp_path, "init", "-q", "--bare", str(path))
     return path
 
 
@@ -49,30 +37,30 @@ def test_no_remote_no_open_pr(tmp_path: Path, repo: Path) -> None:
 
 
 def test_the_remote_is_the_base_branchs_else_origin(tmp_path: Path, repo: Path) -> None:
-    sh(repo, "remote", "add", "origin", str(bare(tmp_path, "origin")))
+    git(repo, "remote", "add", "origin", str(bare(tmp_path, "origin")))
     wt = make(repo, tmp_path)
     assert w.remote_of(wt) == "origin"
-    sh(repo, "remote", "add", "up", str(bare(tmp_path, "up")))
-    sh(repo, "config", "branch.main.remote", "up")
+    git(repo, "remote", "add", "up", str(bare(tmp_path, "up")))
+    git(repo, "config", "branch.main.remote", "up")
     assert w.remote_of(wt) == "up"
-    sh(repo, "remote", "remove", "origin")
-    sh(repo, "config", "branch.main.remote", "gone")  # tracks a remote that is not there
+    git(repo, "remote", "remove", "origin")
+    git(repo, "config", "branch.main.remote", "gone")  # tracks a remote that is not there
     assert w.remote_of(wt) is None
 
 
 def test_push_lands_the_branch_with_uncommitted_work(tmp_path: Path, repo: Path) -> None:
     remote = bare(tmp_path, "origin")
-    sh(repo, "remote", "add", "origin", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
     wt = make(repo, tmp_path)
     (Path(wt.path) / "a.txt").write_text("one\ntwo\n")  # not committed by the agent
     out = w.push(wt, "origin")
     assert out.status == "done", out.message
     assert "gh pr create --base main --head agentmail/fix-it" in out.message
     assert "on the web" not in out.message  # a file path remote has no compare page
-    pushed = sh(remote, "rev-parse", "refs/heads/agentmail/fix-it")
-    assert pushed == sh(Path(wt.path), "rev-parse", "HEAD")
-    assert sh(remote, "show", f"{pushed}:a.txt") == "one\ntwo"
-    assert sh(remote, "log", "-1", "--format=%s", pushed) == (
+    pushed = git(remote, "rev-parse", "refs/heads/agentmail/fix-it")
+    assert pushed == git(Path(wt.path), "rev-parse", "HEAD")
+    assert git(remote, "show", f"{pushed}:a.txt") == "one\ntwo"
+    assert git(remote, "log", "-1", "--format=%s", pushed) == (
         "agentmail: uncommitted work of agentmail/fix-it"
     )
     # main itself was not pushed: only the session's branch
@@ -81,7 +69,7 @@ def test_push_lands_the_branch_with_uncommitted_work(tmp_path: Path, repo: Path)
 
 
 def test_a_push_git_refuses_fails_with_gits_words(tmp_path: Path, repo: Path) -> None:
-    sh(repo, "remote", "add", "origin", str(tmp_path / "nowhere.git"))
+    git(repo, "remote", "add", "origin", str(tmp_path / "nowhere.git"))
     wt = make(repo, tmp_path)
     out = w.push(wt, "origin")
     assert out.status == "failed"
@@ -95,8 +83,8 @@ def test_a_remote_name_that_is_an_option_is_refused(tmp_path: Path, repo: Path) 
 
 
 def test_a_https_remote_also_gets_its_compare_page(tmp_path: Path, repo: Path) -> None:
-    sh(repo, "remote", "add", "origin", "https://github.com/acme/shop.git")
-    sh(repo, "config", "url.file://" + str(bare(tmp_path, "gh")) + ".insteadOf",
+    git(repo, "remote", "add", "origin", "https://github.com/acme/shop.git")
+    git(repo, "config", "url.file://" + str(bare(tmp_path, "gh")) + ".insteadOf",
        "https://github.com/acme/shop.git")  # fmt: skip
     wt = make(repo, tmp_path)
     out = w.push(wt, "origin")
