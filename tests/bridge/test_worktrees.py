@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mailui4agents.bridge import worktree_finish as finish
 from mailui4agents.bridge import worktrees as w
 from tests.bridge.git_repos import git, init_repo
 
@@ -204,7 +205,7 @@ def test_status_dirty_unmerged_and_disk_use(tmp_path: Path, repo: Path) -> None:
 def test_merge_fast_forward_into_the_checked_out_workspace(tmp_path: Path, repo: Path) -> None:
     wt = make(repo, tmp_path, "s9999999", "ff")
     (Path(wt.path) / "a.txt").write_text("merged\n")  # uncommitted: committed first
-    out = w.merge(wt)
+    out = finish.merge(wt)
     assert out.status == "done" and "fast-forward" in out.message, out
     assert (repo / "a.txt").read_text() == "merged\n"
     assert git(repo, "rev-parse", "main") == git(Path(wt.path), "rev-parse", "HEAD")
@@ -213,7 +214,7 @@ def test_merge_fast_forward_into_the_checked_out_workspace(tmp_path: Path, repo:
         == "agentmail: uncommitted work of agentmail/ff"
     )
     assert w.status(wt).unmerged == 0
-    assert w.merge(wt).message.startswith("Nothing to merge")
+    assert finish.merge(wt).message.startswith("Nothing to merge")
 
 
 def test_merge_commit_when_the_base_moved(tmp_path: Path, repo: Path) -> None:
@@ -221,7 +222,7 @@ def test_merge_commit_when_the_base_moved(tmp_path: Path, repo: Path) -> None:
     (Path(wt.path) / "b.txt").write_text("from the agent\n")
     (repo / "a.txt").write_text("one\ntwo\nthree\nfour\n")
     git(repo, "commit", "-q", "-am", "meanwhile")
-    out = w.merge(wt)
+    out = finish.merge(wt)
     assert out.status == "done" and "merge commit" in out.message, out
     assert git(repo, "rev-list", "--parents", "-n1", "main").count(" ") == 2  # two parents
     assert (repo / "b.txt").read_text() == "from the agent\n"
@@ -234,7 +235,7 @@ def test_merge_conflict_is_refused_with_the_paths_and_aborted(tmp_path: Path, re
     (repo / "a.txt").write_text("human's line\n")
     git(repo, "commit", "-q", "-am", "human")
     human = git(repo, "rev-parse", "main")
-    out = w.merge(wt)
+    out = finish.merge(wt)
     assert out.status == "refused" and out.conflicts == ("a.txt",), out
     assert "a.txt" in out.message and "conflicts" in out.message
     assert git(repo, "rev-parse", "main") == human
@@ -246,7 +247,7 @@ def test_merge_into_a_branch_checked_out_nowhere(tmp_path: Path, repo: Path) -> 
     wt = make(repo, tmp_path, "scccccccc", "away")
     git(repo, "checkout", "-q", "-b", "elsewhere")  # main is checked out nowhere now
     (Path(wt.path) / "b.txt").write_text("ff\n")
-    assert w.merge(wt).message.startswith("Merged agentmail/away into main (fast-forward")
+    assert finish.merge(wt).message.startswith("Merged agentmail/away into main (fast-forward")
     assert git(repo, "show", "main:b.txt") == "ff"
     # the base moves on: a merge commit, built without a checkout
     git(repo, "checkout", "-q", "main")
@@ -254,7 +255,7 @@ def test_merge_into_a_branch_checked_out_nowhere(tmp_path: Path, repo: Path) -> 
     git(repo, "commit", "-q", "-am", "more")
     git(repo, "checkout", "-q", "elsewhere")
     (Path(wt.path) / "src" / "c.py").write_text("print('C')\n")
-    out = w.merge(wt)
+    out = finish.merge(wt)
     assert out.status == "done" and "merge commit" in out.message, out
     assert git(repo, "show", "main:src/c.py") == "print('C')"
     assert git(repo, "show", "main:a.txt").endswith("more")
@@ -265,7 +266,7 @@ def test_merge_into_a_branch_checked_out_nowhere(tmp_path: Path, repo: Path) -> 
     git(repo, "checkout", "-q", "elsewhere")
     (Path(wt.path) / "b.txt").write_text("agent\n")
     before = git(repo, "rev-parse", "main")
-    out = w.merge(wt)
+    out = finish.merge(wt)
     assert out.status == "refused" and out.conflicts == ("b.txt",), out
     assert git(repo, "rev-parse", "main") == before
 
@@ -273,14 +274,14 @@ def test_merge_into_a_branch_checked_out_nowhere(tmp_path: Path, repo: Path) -> 
 def test_merge_refuses_a_detached_base_and_a_dirty_workspace(tmp_path: Path, repo: Path) -> None:
     git(repo, "checkout", "-q", "--detach")
     wt = make(repo, tmp_path, "sdddddddd", "det")
-    out = w.merge(wt)
+    out = finish.merge(wt)
     assert out.status == "refused" and "detached HEAD" in out.message
     git(repo, "checkout", "-q", "main")
     wt2 = make(repo, tmp_path, "seeeeeeee", "dirty")
     (Path(wt2.path) / "a.txt").write_text("agent\n")
     (repo / "a.txt").write_text("human, not committed\n")
     before = git(repo, "rev-parse", "main")
-    out = w.merge(wt2)
+    out = finish.merge(wt2)
     assert out.status == "refused" and "would be overwritten" in out.message, out
     assert (repo / "a.txt").read_text() == "human, not committed\n"
     assert git(repo, "rev-parse", "main") == before
@@ -289,7 +290,7 @@ def test_merge_refuses_a_detached_base_and_a_dirty_workspace(tmp_path: Path, rep
 def test_discard_removes_worktree_and_branch_even_when_dirty(tmp_path: Path, repo: Path) -> None:
     wt = make(repo, tmp_path, "sffffffff", "gone")
     (Path(wt.path) / "x.txt").write_text("uncommitted\n")
-    out = w.discard(wt)
+    out = finish.discard(wt)
     assert out.status == "done", out
     assert not Path(wt.path).exists()
     assert "agentmail/gone" not in git(repo, "branch", "--list")
@@ -344,7 +345,7 @@ def test_the_bridge_never_runs_what_the_agent_wrote(tmp_path: Path, repo: Path) 
     (root / "a.txt").write_text("changed\n")
     d = w.diff(wt, w.snapshot(wt), w.snapshot(wt), 1 << 20)
     assert d.files == []
-    assert w.merge(wt).status == "done"
+    assert finish.merge(wt).status == "done"
     assert not marker.exists()
 
 

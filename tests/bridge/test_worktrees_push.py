@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mailui4agents.bridge import worktree_finish as finish
 from mailui4agents.bridge import worktrees as w
 from tests.bridge.git_repos import git, init_repo
 
@@ -33,19 +34,19 @@ def make(repo: Path, tmp_path: Path) -> w.Worktree:
 
 def test_no_remote_no_open_pr(tmp_path: Path, repo: Path) -> None:
     wt = make(repo, tmp_path)
-    assert w.remote_of(wt) is None
+    assert finish.remote_of(wt) is None
 
 
 def test_the_remote_is_the_base_branchs_else_origin(tmp_path: Path, repo: Path) -> None:
     git(repo, "remote", "add", "origin", str(bare(tmp_path, "origin")))
     wt = make(repo, tmp_path)
-    assert w.remote_of(wt) == "origin"
+    assert finish.remote_of(wt) == "origin"
     git(repo, "remote", "add", "up", str(bare(tmp_path, "up")))
     git(repo, "config", "branch.main.remote", "up")
-    assert w.remote_of(wt) == "up"
+    assert finish.remote_of(wt) == "up"
     git(repo, "remote", "remove", "origin")
     git(repo, "config", "branch.main.remote", "gone")  # tracks a remote that is not there
-    assert w.remote_of(wt) is None
+    assert finish.remote_of(wt) is None
 
 
 def test_push_lands_the_branch_with_uncommitted_work(tmp_path: Path, repo: Path) -> None:
@@ -53,7 +54,7 @@ def test_push_lands_the_branch_with_uncommitted_work(tmp_path: Path, repo: Path)
     git(repo, "remote", "add", "origin", str(remote))
     wt = make(repo, tmp_path)
     (Path(wt.path) / "a.txt").write_text("one\ntwo\n")  # not committed by the agent
-    out = w.push(wt, "origin")
+    out = finish.push(wt, "origin")
     assert out.status == "done", out.message
     assert "gh pr create --base main --head agentmail/fix-it" in out.message
     assert "on the web" not in out.message  # a file path remote has no compare page
@@ -71,7 +72,7 @@ def test_push_lands_the_branch_with_uncommitted_work(tmp_path: Path, repo: Path)
 def test_a_push_git_refuses_fails_with_gits_words(tmp_path: Path, repo: Path) -> None:
     git(repo, "remote", "add", "origin", str(tmp_path / "nowhere.git"))
     wt = make(repo, tmp_path)
-    out = w.push(wt, "origin")
+    out = finish.push(wt, "origin")
     assert out.status == "failed"
     assert "git push origin agentmail/fix-it failed:" in out.message
     assert "nowhere.git" in out.message  # git's own words name the remote
@@ -79,7 +80,7 @@ def test_a_push_git_refuses_fails_with_gits_words(tmp_path: Path, repo: Path) ->
 
 def test_a_remote_name_that_is_an_option_is_refused(tmp_path: Path, repo: Path) -> None:
     wt = make(repo, tmp_path)
-    assert w.push(wt, "--receive-pack=touch x").status == "refused"
+    assert finish.push(wt, "--receive-pack=touch x").status == "refused"
 
 
 def test_a_https_remote_also_gets_its_compare_page(tmp_path: Path, repo: Path) -> None:
@@ -87,15 +88,15 @@ def test_a_https_remote_also_gets_its_compare_page(tmp_path: Path, repo: Path) -
     git(repo, "config", "url.file://" + str(bare(tmp_path, "gh")) + ".insteadOf",
        "https://github.com/acme/shop.git")  # fmt: skip
     wt = make(repo, tmp_path)
-    out = w.push(wt, "origin")
+    out = finish.push(wt, "origin")
     assert out.status == "done", out.message
     assert "https://github.com/acme/shop/compare/main...agentmail/fix-it?expand=1" in out.message
 
 
 def test_compare_pages() -> None:
-    assert w.compare_url("https://gitlab.com/g/sub/p.git\n", "main", "agentmail/x") == (
+    assert finish.compare_url("https://gitlab.com/g/sub/p.git\n", "main", "agentmail/x") == (
         "https://gitlab.com/g/sub/p/-/merge_requests/new"
         "?merge_request[source_branch]=agentmail/x&merge_request[target_branch]=main"
     )
-    assert w.compare_url("git@github.com:acme/shop.git", "main", "agentmail/x") is None
-    assert w.compare_url("https://example.org/acme/shop.git", "main", "agentmail/x") is None
+    assert finish.compare_url("git@github.com:acme/shop.git", "main", "agentmail/x") is None
+    assert finish.compare_url("https://example.org/acme/shop.git", "main", "agentmail/x") is None

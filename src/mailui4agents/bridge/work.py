@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 
+from mailui4agents.bridge import worktree_finish as finish
 from mailui4agents.bridge import worktrees as wt_git
 from mailui4agents.bridge.replies import BODY_MAX_BYTES, clamp_utf8
 from mailui4agents.bridge.worktrees import Snapshot, TurnDiff, Worktree, WorktreeMap
@@ -209,7 +210,7 @@ class WorkKeeper:
             fields.update(head_commit=st.head, bytes=st.bytes, dirty=st.dirty,
                           unmerged=st.unmerged)  # fmt: skip
             try:
-                fields["remote"] = await anyio.to_thread.run_sync(wt_git.remote_of, wt)
+                fields["remote"] = await anyio.to_thread.run_sync(finish.remote_of, wt)
             except (wt_git.GitError, OSError) as exc:  # no remote known: no Open PR
                 logger.warning("worktree %s: could not read its remotes: %s", wt.path, exc)
         else:
@@ -236,27 +237,27 @@ class WorkKeeper:
             return
         try:
             if kind == "merge":
-                out = await anyio.to_thread.run_sync(wt_git.merge, wt)
+                out = await anyio.to_thread.run_sync(finish.merge, wt)
             elif kind == "discard":
-                out = await anyio.to_thread.run_sync(wt_git.discard, wt)
+                out = await anyio.to_thread.run_sync(finish.discard, wt)
                 if out.status == "done":
                     wt.state = "removed"
                     self.map.put(wt)
             elif kind == "push":
-                remote = await anyio.to_thread.run_sync(wt_git.remote_of, wt)
+                remote = await anyio.to_thread.run_sync(finish.remote_of, wt)
                 if remote is None:
-                    out = wt_git.Outcome("refused", "The repository has no remote to push to.")
+                    out = finish.Outcome("refused", "The repository has no remote to push to.")
                 else:
-                    out = await anyio.to_thread.run_sync(wt_git.push, wt, remote)
+                    out = await anyio.to_thread.run_sync(finish.push, wt, remote)
             elif kind == "keep":
                 wt.kept_at, wt.asked_at = time.time(), None
                 self.map.put(wt)
-                out = wt_git.Outcome("done", self._kept_message(wt))
+                out = finish.Outcome("done", self._kept_message(wt))
             else:
-                out = wt_git.Outcome("refused", f"Unknown action {kind!r}.")
+                out = finish.Outcome("refused", f"Unknown action {kind!r}.")
         except (wt_git.GitError, OSError) as exc:
             logger.error("work action %s (%s) on %s failed: %s", action_id, kind, wt.path, exc)
-            out = wt_git.Outcome("failed", f"{kind} failed: {exc}")
+            out = finish.Outcome("failed", f"{kind} failed: {exc}")
         # The new state first: whoever waits for the answer then reads it.
         await self.report(wt)
         await self._finish(action_id, out.status, out.message, out.conflicts)
@@ -320,7 +321,7 @@ class WorkKeeper:
         decision = wt_git.sweep_decision(wt, st, now, self.s.retention_s)
         if decision == "remove":
             try:
-                out = await anyio.to_thread.run_sync(wt_git.discard, wt)
+                out = await anyio.to_thread.run_sync(finish.discard, wt)
             except (wt_git.GitError, OSError) as exc:
                 logger.error("sweep: could not remove %s: %s", wt.path, exc)
                 return "keep"

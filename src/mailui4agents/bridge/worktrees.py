@@ -11,8 +11,8 @@ calls it from a worker thread. The pieces:
   worktree's real index is never touched, so the agent's staging survives.
 - :func:`diff`: what changed between two snapshots: the files (``work.json``),
   ``git diff --stat`` and the patch, cut at a size limit.
-- :func:`status`, :func:`merge`, :func:`discard`, :func:`push` (Open PR),
-  :func:`sweep_decision`.
+- :func:`status` and :func:`sweep_decision`; finishing (merge, discard, Open PR's
+  push) is bridge/worktree_finish.py.
 
 Git is run with an explicit ``GIT_DIR``/``GIT_WORK_TREE`` (never discovered
 from a ``.git`` file the agent could rewrite), hooks off and fsmonitor off: the
@@ -111,7 +111,7 @@ def git(
     return done
 
 
-def _out(args: Sequence[str], **kwargs: Any) -> str:
+def git_out(args: Sequence[str], **kwargs: Any) -> str:
     return git(args, **kwargs).stdout.decode("utf-8", "surrogateescape").strip()
 
 
@@ -224,7 +224,7 @@ class Worktree:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-def _branch_exists(common_dir: Path, name: str) -> bool:
+def branch_exists(common_dir: Path, name: str) -> bool:
     done = git(
         ["show-ref", "--verify", "-q", f"refs/heads/{name}"],
         env={"GIT_DIR": str(common_dir)},
@@ -238,7 +238,7 @@ def create(repo: Repo, root: Path, session_id: str, alias: str | None) -> Worktr
     new branch from the workspace's HEAD (``-2``, ``-3`` … when the name is taken)."""
     base = branch_name(alias, session_id)
     name, n = base, 1
-    while _branch_exists(repo.common_dir, name):
+    while branch_exists(repo.common_dir, name):
         n += 1
         name = f"{base}-{n}"
     path = root / workspace_hash(repo.toplevel) / session_id
@@ -255,7 +255,7 @@ def create(repo: Repo, root: Path, session_id: str, alias: str | None) -> Worktr
         git(["worktree", "prune"], env=env, check=False)
         git(["branch", "-D", name], env=env, check=False)
         git(add, cwd=repo.toplevel, env=env)
-    git_dir = _out(["rev-parse", "--absolute-git-dir"], cwd=path)
+    git_dir = git_out(["rev-parse", "--absolute-git-dir"], cwd=path)
     return Worktree(
         session_id=session_id,
         repo=str(repo.toplevel),
@@ -283,7 +283,7 @@ def snapshot(wt: Worktree) -> Snapshot:
 
     Through a temporary copy of the worktree's index (so files whose stat did not
     change are not hashed again); the real index is never written."""
-    head = _out(["rev-parse", "--verify", "HEAD^{commit}"], cwd=wt.path, env=wt.env())
+    head = git_out(["rev-parse", "--verify", "HEAD^{commit}"], cwd=wt.path, env=wt.env())
     real_index = Path(wt.git_dir) / "index"
     with tempfile.TemporaryDirectory(prefix="agentmail-snap-") as scratch:
         index = Path(scratch) / "index"
@@ -291,7 +291,7 @@ def snapshot(wt: Worktree) -> Snapshot:
             shutil.copyfile(real_index, index)
         env = {**wt.env(), "GIT_INDEX_FILE": str(index)}
         git(["add", "-A", "--", "."], cwd=wt.path, env=env)
-        tree = _out(["write-tree"], cwd=wt.path, env=env)
+        tree = git_out(["write-tree"], cwd=wt.path, env=env)
     return Snapshot(head=head, tree=tree)
 
 
@@ -394,7 +394,7 @@ def _files(wt: Worktree, a: str, b: str) -> list[FileChange]:
         else:  # a rename: old and new path follow
             path = parts[i + 2]
             i += 3
-        counts[_decode(path)] = (
+        counts[decode_path(path)] = (
             None if added == b"-" else int(added),
             None if deleted == b"-" else int(deleted),
         )
@@ -404,10 +404,10 @@ def _files(wt: Worktree, a: str, b: str) -> list[FileChange]:
     while i < len(parts) and parts[i]:
         letter = parts[i][:1].decode()
         if letter in ("R", "C"):
-            old, new = _decode(parts[i + 1]), _decode(parts[i + 2])
+            old, new = decode_path(parts[i + 1]), decode_path(parts[i + 2])
             i += 3
         else:
-            old, new = None, _decode(parts[i + 1])
+            old, new = None, decode_path(parts[i + 1])
             i += 2
         status = _STATUS.get(letter, "modified")
         if letter == "C":
@@ -419,7 +419,7 @@ def _files(wt: Worktree, a: str, b: str) -> list[FileChange]:
     return files
 
 
-def _decode(path: bytes) -> str:
+def decode_path(path: bytes) -> str:
     return path.decode("utf-8", "replace")
 
 
@@ -491,19 +491,21 @@ class Status:
 
 
 def _base_ref(wt: Worktree) -> str:
-    if wt.base_branch and _branch_exists(Path(wt.common_dir), wt.base_branch):
+    if wt.base_branch and branch_exists(Path(wt.common_dir), wt.base_branch):
         return f"refs/heads/{wt.base_branch}"
     return wt.base_commit
 
 
 def status(wt: Worktree) -> Status:
-    head = _out(["rev-parse", "--verify", "HEAD^{commit}"], cwd=wt.path, env=wt.env())
+    head = git_out(["rev-parse", "--verify", "HEAD^{commit}"], cwd=wt.path, env=wt.env())
     porcelain = wt.run(["status", "--porcelain", "-z", "--untracked-files=normal"]).stdout
     base = _base_ref(wt)
-    unmerged = int(_out(["rev-list", "--count", "HEAD", "--not", base], cwd=wt.path, env=wt.env()))
+    unmerged = int(
+        git_out(["rev-list", "--count", "HEAD", "--not", base], cwd=wt.path, env=wt.env())
+    )
     unpushed = unmerged
     if unmerged:
-        unpushed = int(_out(["rev-list", "--count", "HEAD", "--not", base, "--remotes"],
+        unpushed = int(git_out(["rev-list", "--count", "HEAD", "--not", base, "--remotes"],
                             cwd=wt.path, env=wt.env()))  # fmt: skip
     return Status(head=head, dirty=bool(porcelain), unmerged=unmerged, unpushed=unpushed,
                   bytes=disk_use(Path(wt.path)))  # fmt: skip
@@ -534,213 +536,6 @@ def disk_use(root: Path) -> int:
             if entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
     return total
-
-
-# -- finishing: merge, discard -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: Literal["done", "refused", "failed"]
-    message: str
-    conflicts: tuple[str, ...] = ()
-
-
-def _identity(cwd: str, env: Mapping[str, str]) -> dict[str, str]:
-    """The committer: the repository's own, else the bridge's fallback."""
-    extra: dict[str, str] = {}
-    for key, var, fallback in (("user.name", "NAME", FALLBACK_NAME),
-                               ("user.email", "EMAIL", FALLBACK_EMAIL)):  # fmt: skip
-        have = git(["config", "--get", key], cwd=cwd, env=env, check=False).stdout.strip()
-        if not have and not os.environ.get(f"GIT_AUTHOR_{var}"):
-            extra[f"GIT_AUTHOR_{var}"] = fallback
-            extra[f"GIT_COMMITTER_{var}"] = fallback
-    return extra
-
-
-def commit_all(wt: Worktree, message: str) -> bool:
-    """Commit everything uncommitted in the worktree; True when there was something."""
-    if not wt.run(["status", "--porcelain", "-z", "--untracked-files=normal"]).stdout:
-        return False
-    wt.run(["add", "-A", "--", "."])
-    env = {**wt.env(), **_identity(wt.path, wt.env())}
-    git(["commit", "--quiet", "--no-verify", "-m", message], cwd=wt.path, env=env)
-    return True
-
-
-def _checked_out_at(wt: Worktree, branch: str) -> Path | None:
-    """The working tree where ``branch`` is checked out, if any."""
-    listing = git(["worktree", "list", "--porcelain", "-z"],
-                  env={"GIT_DIR": wt.common_dir}).stdout  # fmt: skip
-    current: str | None = None
-    for item in listing.split(b"\0"):
-        text = _decode(item)
-        if text.startswith("worktree "):
-            current = text[len("worktree ") :]
-        elif text == f"branch refs/heads/{branch}" and current is not None:
-            return Path(current)
-    return None
-
-
-def merge(wt: Worktree) -> Outcome:
-    """Merge the session's branch into the branch the worktree came from.
-
-    Uncommitted work is committed first. Where the base branch is checked out
-    (usually the workspace) the merge runs there, and git itself refuses a dirty
-    tree; elsewhere the base ref moves (fast-forward) or gets a merge commit built
-    with ``git merge-tree``. Conflicts: ``git merge --abort`` and ``refused`` with
-    the paths; nothing is left half-merged."""
-    base = wt.base_branch
-    if not base:
-        return Outcome("refused", f"The worktree of {wt.branch} came from a detached HEAD "
-                       f"({wt.base_commit[:7]}): there is no branch to merge into.")  # fmt: skip
-    if not _branch_exists(Path(wt.common_dir), base):
-        return Outcome("refused", f"The base branch {base} no longer exists.")
-    commit_all(wt, f"agentmail: uncommitted work of {wt.branch}")
-    head = _out(["rev-parse", "--verify", "HEAD^{commit}"], cwd=wt.path, env=wt.env())
-    common_env = {"GIT_DIR": wt.common_dir}
-    base_commit = _out(["rev-parse", "--verify", f"refs/heads/{base}^{{commit}}"], env=common_env)
-    if git(["merge-base", "--is-ancestor", head, base_commit], env=common_env,
-           check=False).returncode == 0:  # fmt: skip
-        return Outcome("done", f"Nothing to merge: {base} already contains {wt.branch}.")
-    place = _checked_out_at(wt, base)
-    message = f"Merge {wt.branch} into {base} (agentmail)"
-    if place is not None:
-        return _merge_in(place, wt, base, head, message)
-    ff = git(["merge-base", "--is-ancestor", base_commit, head], env=common_env, check=False)
-    if ff.returncode == 0:
-        git(["update-ref", "-m", f"agentmail: fast-forward to {wt.branch}", f"refs/heads/{base}",
-             head, base_commit], env=common_env)  # fmt: skip
-        return Outcome("done", f"Merged {wt.branch} into {base} (fast-forward to {head[:7]}).")
-    tree = git(["merge-tree", "--write-tree", "-z", "--name-only", base_commit, head],
-               env=common_env, check=False)  # fmt: skip
-    if tree.returncode == 1:
-        parts = [_decode(p) for p in tree.stdout.split(b"\0")]
-        # <tree>\0<conflicted paths>\0\0<messages>
-        paths: list[str] = []
-        for p in parts[1:]:
-            if not p:
-                break
-            if p not in paths:
-                paths.append(p)
-        return _conflicts(wt, base, paths)
-    if tree.returncode != 0:
-        raise GitError(["merge-tree"], tree.returncode, tree.stderr.decode("utf-8", "replace"))
-    tree_id = _decode(tree.stdout.split(b"\0")[0]).strip()
-    env = {**common_env, **_identity(wt.repo, common_env)}
-    merged = _out(["commit-tree", tree_id, "-p", base_commit, "-p", head, "-m", message], env=env)
-    git(["update-ref", "-m", message, f"refs/heads/{base}", merged, base_commit], env=common_env)
-    return Outcome("done", f"Merged {wt.branch} into {base} (merge commit {merged[:7]}).")
-
-
-def _merge_in(place: Path, wt: Worktree, base: str, head: str, message: str) -> Outcome:
-    env = _identity(str(place), {})
-    done = git(["merge", "--no-edit", "--no-verify", "--ff", "-m", message, head],
-               cwd=place, env=env, check=False)  # fmt: skip
-    if done.returncode == 0:
-        after = _out(["rev-parse", "HEAD"], cwd=place)
-        how = "fast-forward" if after == head else f"merge commit {after[:7]}"
-        return Outcome("done", f"Merged {wt.branch} into {base} at {place} ({how}).")
-    unmerged = git(["diff", "--name-only", "-z", "--diff-filter=U"], cwd=place, check=False)
-    paths = [_decode(p) for p in unmerged.stdout.split(b"\0") if p]
-    in_progress = git(["rev-parse", "-q", "--verify", "MERGE_HEAD"], cwd=place, check=False)
-    if in_progress.returncode == 0:
-        git(["merge", "--abort"], cwd=place, check=False)
-    if paths:
-        return _conflicts(wt, base, paths)
-    said = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
-    return Outcome("refused", f"git refused to merge {wt.branch} into {base} at {place}: "
-                   f"{said[:3000]}")  # fmt: skip
-
-
-def _conflicts(wt: Worktree, base: str, paths: list[str]) -> Outcome:
-    shown = "\n".join(f"- {p}" for p in paths[:100])
-    return Outcome(
-        "refused",
-        f"Merging {wt.branch} into {base} conflicts in {len(paths)} file(s); nothing was "
-        f"merged:\n{shown}",
-        tuple(paths[:1000]),
-    )
-
-
-def discard(wt: Worktree) -> Outcome:
-    """Remove the worktree (uncommitted work with it) and delete its branch."""
-    common_env = {"GIT_DIR": wt.common_dir}
-    if Path(wt.path).exists():
-        done = git(["worktree", "remove", "--force", "--force", wt.path], env=common_env,
-                   cwd=wt.repo if Path(wt.repo).is_dir() else None, check=False)  # fmt: skip
-        if done.returncode != 0:
-            shutil.rmtree(wt.path, ignore_errors=True)
-    git(["worktree", "prune"], env=common_env, check=False)
-    if _branch_exists(Path(wt.common_dir), wt.branch):
-        git(["branch", "-D", wt.branch], env=common_env)
-    if Path(wt.path).exists():
-        return Outcome("failed", f"Could not remove {wt.path}.")
-    return Outcome("done", f"Removed the worktree {wt.path} and the branch {wt.branch}.")
-
-
-# -- Open PR: push the branch ------------------------------------------------------------
-
-_REMOTE_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,254}$")
-_HOSTED = re.compile(r"^https://(?P<host>github\.com|gitlab\.com)/(?P<repo>[^?#\s]+?)(?:\.git)?/?$")
-
-
-def remote_of(wt: Worktree) -> str | None:
-    """The remote the session's branch can be pushed to: the one the base branch
-    tracks, else ``origin`` when it exists, else None (no "Open PR")."""
-    env = {"GIT_DIR": wt.common_dir}
-    names = set(_out(["remote"], env=env).split())
-    if wt.base_branch:
-        tracked = git(["config", "--get", f"branch.{wt.base_branch}.remote"], env=env,
-                      check=False).stdout.decode("utf-8", "replace").strip()  # fmt: skip
-        if tracked in names and _REMOTE_NAME.match(tracked):
-            return tracked
-    return "origin" if "origin" in names else None
-
-
-def compare_url(remote_url: str, base: str, branch: str) -> str | None:
-    """The web page that opens the pull (merge) request, for a GitHub or GitLab
-    https remote; None for any other."""
-    m = _HOSTED.match(remote_url.strip())
-    if m is None:
-        return None
-    repo = m.group("repo")
-    if m.group("host") == "github.com":
-        return f"https://github.com/{repo}/compare/{base}...{branch}?expand=1"
-    query = f"merge_request[source_branch]={branch}&merge_request[target_branch]={base}"
-    return f"https://gitlab.com/{repo}/-/merge_requests/new?{query}"
-
-
-def push(wt: Worktree, remote: str) -> Outcome:
-    """Commit what is uncommitted (as :func:`merge` does), then ``git push <remote>
-    <branch>``: no hooks (the safe config), no credential prompt. ``done`` names the
-    command that opens the pull request; ``failed`` carries git's words."""
-    if not _REMOTE_NAME.match(remote):
-        return Outcome("refused", f"{remote!r} is not a remote name.")
-    commit_all(wt, f"agentmail: uncommitted work of {wt.branch}")
-    # No ssh password prompt either: BatchMode, unless the owner set their own ssh
-    # command (the environment's would override the repository's core.sshCommand).
-    env = wt.env()
-    own_ssh = git(["config", "--get", "core.sshCommand"], env={"GIT_DIR": wt.common_dir},
-                  check=False).stdout.strip()  # fmt: skip
-    if not os.environ.get("GIT_SSH_COMMAND") and not own_ssh:
-        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
-    ref = f"refs/heads/{wt.branch}"
-    done = wt.run(["-c", "protocol.ext.allow=never", "push", "--porcelain", "--no-verify",
-                   remote, f"{ref}:{ref}"], env=env, check=False)  # fmt: skip
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
-        return Outcome("failed", f"git push {remote} {wt.branch} failed: {said[:3000]}")
-    base = wt.base_branch or "<base branch>"
-    lines = [f"Pushed {wt.branch} to {remote}. Open the pull request with:",
-             f"gh pr create --base {base} --head {wt.branch}"]  # fmt: skip
-    # The URL as configured (``get-url`` would apply ``insteadOf`` rewrites).
-    url = git(["config", "--get", f"remote.{remote}.url"], env={"GIT_DIR": wt.common_dir},
-              check=False)  # fmt: skip
-    page = compare_url(url.stdout.decode("utf-8", "replace"), base, wt.branch)
-    if page is not None:
-        lines.append(f"or on the web: {page}")
-    return Outcome("done", "\n".join(lines))
 
 
 # -- retention ---------------------------------------------------------------------------
