@@ -209,9 +209,7 @@ class TurnHandler:
         before: Snapshot | None = None
         if self.work is not None:
             try:
-                wt = await self.work.for_turn(mail, workspace)
-                if wt is not None:
-                    before = await self.work.before(job.mail_id, wt)
+                wt, before = await self.work.prepare(mail, workspace)
             except (GitError, OSError) as exc:
                 return await self._retry_later(job, f"the session's worktree: {exc}")
         read_at = time.time()
@@ -352,7 +350,8 @@ class TurnHandler:
         return None
 
     def _will_retry(self, job: Job, outcome: TurnResult) -> bool:
-        """The same test as :meth:`_settle`'s: a failure that is tried again."""
+        """A failure that is tried again (:meth:`_settle`); the work mail waits for
+        the last attempt."""
         failure = outcome.failure
         return (
             failure is not None
@@ -540,7 +539,7 @@ class TurnHandler:
         """Post what the turn came to and record it; its result file goes last."""
         failure = outcome.failure
         if failure is not None:
-            if failure.permanent or self.ledger.get(job.mail_id).attempts >= self.s.max_attempts:
+            if not self._will_retry(job, outcome):
                 if not failure.permanent:
                     failure = Failure("gave_up", failure.detail)
                 await self._fail(mail, failure)

@@ -72,6 +72,14 @@ class WorkKeeper:
     def wanted(self, mail: MailOut) -> bool:
         return self.s.all_sessions or mail.worktree
 
+    async def prepare(
+        self, mail: MailOut, workspace: Path
+    ) -> tuple[Worktree | None, Snapshot | None]:
+        """The turn's worktree and the snapshot its diff starts from (none: the turn
+        runs in the workspace)."""
+        wt = await self.for_turn(mail, workspace)
+        return (wt, await self.before(mail.id, wt)) if wt is not None else (None, None)
+
     async def for_turn(self, mail: MailOut, workspace: Path) -> Worktree | None:
         """The session's worktree (created on its first turn), or None: the turn
         runs in the workspace as before (not wanted, or no git repository there)."""
