@@ -415,6 +415,19 @@ _KNOWN_KINDS: weakref.WeakKeyDictionary[Engine | Connection, dict[str, str]] = (
 KNOWN_KINDS_MAX = 100_000  # names remembered per engine before starting over
 
 
+def remembered_kinds(bind: Engine, names: Iterable[str]) -> dict[str, str] | None:
+    """`kinds_of` from memory alone: every name's kind if each was found before on
+    `bind` (the engine a reader session is bound to), else None (a query is due).
+    A send whose recipients are all known opens no read session for them."""
+    known = _KNOWN_KINDS.get(bind)
+    if known is None:
+        return None
+    try:
+        return {n: known[n] for n in names}
+    except KeyError:
+        return None
+
+
 async def kinds_of(s: AsyncSession, names: Iterable[str]) -> dict[str, str]:
     """ "user" or "agent" for each of `names` that exists: from memory for names
     seen before, else in one query whatever their number (a mail to 100

@@ -73,12 +73,10 @@ class Recipients:
     human: dict[str, bool]
 
 
-async def resolve_recipients(
-    s: AsyncSession, settings: Settings, to: Sequence[str], cc: Sequence[str]
-) -> Recipients:
-    """Check the count, parse, and look every name up in one query. Routes call it
-    on a reader before their write transaction (the only writer): names are never
-    deleted nor change kind, so the answer still holds when the write runs."""
+def parse_recipients(
+    settings: Settings, to: Sequence[str], cc: Sequence[str]
+) -> tuple[list[Address], list[Address]]:
+    """Check the count and parse `to` and `cc` (no lookup yet)."""
     if not to:
         raise invalid_value("to", "a mail needs at least one recipient in 'to'")
     cap = settings.max_recipients
@@ -90,15 +88,30 @@ async def resolve_recipients(
             f"(this one has {len(to) + len(cc)})",
             limit=cap,
         )
-    to_addrs, cc_addrs = _parse_all("to", to), _parse_all("cc", cc)
-    kinds = await identity.kinds_of(s, [a.name for a in (*to_addrs, *cc_addrs)])
+    return _parse_all("to", to), _parse_all("cc", cc)
+
+
+def recipients_of(to: list[Address], cc: list[Address], kinds: dict[str, str]) -> Recipients:
+    """Parsed recipients with their names' kinds (identity.kinds_of); a name
+    without one is refused, by its field."""
     human: dict[str, bool] = {}
-    for field, addrs in (("to", to_addrs), ("cc", cc_addrs)):
+    for field, addrs in (("to", to), ("cc", cc)):
         for i, a in enumerate(addrs):
             if a.name not in kinds:
                 raise invalid_value(f"{field}[{i}]", f"no user or agent is named '{a.name}'")
             human[a.name] = kinds[a.name] == "user"
-    return Recipients(to_addrs, cc_addrs, human)
+    return Recipients(to, cc, human)
+
+
+async def resolve_recipients(
+    s: AsyncSession, settings: Settings, to: Sequence[str], cc: Sequence[str]
+) -> Recipients:
+    """Check the count, parse, and look every name up in one query. Routes call it
+    on a reader before their write transaction (the only writer): names are never
+    deleted nor change kind, so the answer still holds when the write runs."""
+    to_addrs, cc_addrs = parse_recipients(settings, to, cc)
+    kinds = await identity.kinds_of(s, [a.name for a in (*to_addrs, *cc_addrs)])
+    return recipients_of(to_addrs, cc_addrs, kinds)
 
 
 async def contexts(s: AsyncSession, mails: Sequence[MailRow]) -> list[MailContext]:

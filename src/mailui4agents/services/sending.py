@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.domain.mail_types import MailType
 from mailui4agents.domain.results import Duplicate, Sent
-from mailui4agents.services import mail, size_limits
+from mailui4agents.services import identity, mail, size_limits
 from mailui4agents.services.principals import Principal, principal_key
 from mailui4agents.state import Gateway
 from mailui4agents.wire.events import EventType
@@ -72,8 +72,15 @@ async def send(
     relay key's Duplicate (nothing was stored)."""
     size_limits.check_mail(gw.settings, draft.subject, draft.body)
     to, cc = list(draft.to), list(draft.cc)
-    async with gw.read() as r:  # lookups before the one writer is taken
-        recipients = await mail.resolve_recipients(r, gw.settings, to, cc)
+    # Lookups before the one writer is taken; none, and no read session, when
+    # every name was found before (identity.remembered_kinds).
+    to_addrs, cc_addrs = mail.parse_recipients(gw.settings, to, cc)
+    wanted = [a.name for a in (*to_addrs, *cc_addrs)]
+    kinds = identity.remembered_kinds(gw.db.reader.sync_engine, wanted)
+    if kinds is None:
+        async with gw.read() as r:
+            kinds = await identity.kinds_of(r, wanted)
+    recipients = mail.recipients_of(to_addrs, cc_addrs, kinds)
     async with gw.write() as s:
         outcome = await mail.send_mail(
             s,
