@@ -21,7 +21,7 @@ from mailui4agents.services import mail
 from mailui4agents.services.wire_shapes import mail_out
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from mailui4agents.wire.models import InboxItem, MailOut, Page, SearchHit
+from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page, SearchHit
 from tests.conftest import ADMIN_PASSWORD, Api, started_app
 
 pytestmark = pytest.mark.anyio
@@ -50,8 +50,9 @@ async def world(settings: Settings) -> AsyncIterator[World]:
 
 
 async def _upload(api: Api, who: str, name: str, content: bytes) -> str:
+    human = api.tokens[who].startswith("am_user_")
     r = await api.http.post(
-        "/api/v1/attachments",
+        f"/api/v1{'' if human else '/agent'}/attachments",
         files={"file": (name, content, "text/plain")},
         headers=api.auth(who),
     )
@@ -297,3 +298,27 @@ async def _all_logged(w: World) -> list[tuple[str, str, str | None, str | None, 
     async with w.gw.read() as s:
         rows = await s.scalars(select(ReadLogRow))
         return [(r.reader, r.reader_kind, r.mail_id, r.scope_session_id, r.action) for r in rows]
+
+
+@pytest.mark.parametrize("who", ["ana", "claude"])
+async def test_a_send_answer_is_byte_for_byte_the_model_answer(world: World, who: str) -> None:
+    """A send answers with its mail's JSON as it is (api/results.answer), not
+    validated and encoded through `MailOut | Duplicate` again: the bytes that path
+    gave, for a person's mail and an agent's, with attachments, cc and odd text."""
+    api = world.api
+    files = [await _upload(api, who, f"s-{ODD[:6]}.txt", b"abc")]
+    r = await api.send(
+        who, ["bob@/srv/shop", "claude@/srv/shop"] if who == "ana" else ["bob@/srv/shop"],
+        cc=["ana@/srv/shop"], subject=f"sent {ODD}", body=f"body {ODD}",
+        parent_mail_id=world.parent, attachment_ids=files,
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    assert r.headers["content-type"] == "application/json"
+    async with world.gw.read() as s:
+        row = await s.scalar(select(MailRow).where(MailRow.id == r.json()["id"]))
+        assert row is not None
+        (ctx,) = await mail.contexts(s, [row])
+    adapter: TypeAdapter[Any] = TypeAdapter(MailOut | Duplicate)
+    model = adapter.validate_python(mail_out(ctx, who))
+    assert r.content == adapter.dump_json(model, by_alias=True, exclude_unset=True)
+    assert r.json()["attachments"] and len(r.json()["cc"]) == 1

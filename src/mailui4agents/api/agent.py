@@ -92,7 +92,7 @@ async def heartbeat(
 )
 async def send_mail(
     body: AgentMailCreate, who: Agent, gw: GatewayDep, response: Response
-) -> MailOut | Duplicate:
+) -> Response | Duplicate:
     draft = sending.Draft(
         to=body.to,
         cc=body.cc,

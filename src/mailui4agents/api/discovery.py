@@ -52,7 +52,7 @@ Partial = Annotated[str, Query(description="A partial address: name, name@path o
 )
 async def agent_forward(
     mail_id: str, body: ForwardIn, who: Agent, gw: GatewayDep, response: Response
-) -> MailOut | Duplicate:
+) -> Response | Duplicate:
     async with gw.write() as s:
         reader = await access.reader(s, who, str(body.session_id) if body.session_id else None)
         result = await discovery.forward(
@@ -124,7 +124,7 @@ async def agent_search(
 )
 async def human_forward(
     mail_id: str, body: ForwardIn, who: Human, gw: GatewayDep, response: Response
-) -> MailOut | Duplicate:
+) -> Response | Duplicate:
     if body.session_id is not None:
         # Refuse rather than ignore: people are not workspace-bound.
         raise invalid_value("session_id", "session_id is the read scope of agents; leave it out")

@@ -26,7 +26,7 @@ router = APIRouter(prefix="/api/v1", tags=["mail"])
 )
 async def send_mail(
     body: MailCreate, who: Human, gw: GatewayDep, response: Response
-) -> MailOut | Duplicate:
+) -> Response | Duplicate:
     draft = sending.Draft(
         to=body.to,
         cc=body.cc,

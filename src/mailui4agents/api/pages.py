@@ -29,7 +29,9 @@ def json_page(items: list[JsonObject], next_cursor: str | None) -> Response:
     return json_object({"items": items, "next_cursor": next_cursor})
 
 
-def json_object(item: JsonObject) -> Response:
+def json_object(item: JsonObject, status_code: int = 200) -> Response:
     """One JSON object built as the route's `response_model` would send it
     (services/wire_shapes.page_items), sent as it is."""
-    return Response(content=pydantic_core.to_json(item), media_type="application/json")
+    return Response(
+        content=pydantic_core.to_json(item), status_code=status_code, media_type="application/json"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import Response
 
+from mailui4agents.api.pages import json_object
 from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.domain.results import Duplicate, Opened, Sent
 from mailui4agents.wire import models as wire
@@ -23,9 +24,13 @@ def _duplicate(result: Duplicate, response: Response) -> wire.Duplicate:
     return result.body()
 
 
-def answer(result: Sent | Duplicate, response: Response) -> wire.MailOut | wire.Duplicate:
-    """A send: the mail (201), or the first mail's id (200)."""
-    return _duplicate(result, response) if isinstance(result, Duplicate) else result.mail
+def answer(result: Sent | Duplicate, response: Response) -> Response | wire.Duplicate:
+    """A send: the mail (201) as the JSON its route's `response_model` would send
+    (tests/api/test_listing_bytes.py), without validating and encoding it through
+    the model again; or the first mail's id (200)."""
+    if isinstance(result, Duplicate):
+        return _duplicate(result, response)
+    return json_object(result.item, status_code=201)
 
 
 def answer_request(

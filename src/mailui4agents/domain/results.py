@@ -7,17 +7,25 @@ key writes nothing and returns `Duplicate` with the id of the first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from mailui4agents.domain.errors import Conflict
+from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.wire.models import Duplicate as DuplicateOut
-from mailui4agents.wire.models import MailOut, PermissionOut
+from mailui4agents.wire.models import InboxItem, MailOut, PermissionOut
 
 
 @dataclass(frozen=True)
 class Sent:
-    """A mail was stored and delivered; `mail` is its MailOut for the sender."""
+    """A mail was stored and delivered; `item` is its MailOut for the sender as
+    JSON (services/wire_shapes.mail_item, the bytes the API answers with:
+    api/results.py), `mail` the same as a model, built only when asked."""
 
-    mail: MailOut
+    item: JsonObject
+
+    @cached_property
+    def mail(self) -> MailOut:
+        return InboxItem.model_validate(self.item)
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,7 @@ from mailui4agents.services import (
     tasking,
 )
 from mailui4agents.services.principals import Principal
-from mailui4agents.services.wire_shapes import (
-    MailContext,
-    mail_out,
-)
+from mailui4agents.services.wire_shapes import MailContext
 from mailui4agents.settings import Settings
 
 _ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/])")
@@ -233,4 +230,4 @@ async def send_mail(
     )
     if not sender.is_human:  # an agent's mail, e-mailed to its people (docs/email.md)
         await email_agent_mail.queue_mail(s, ctx)
-    return Sent(mail_out(ctx, sender.name))
+    return Sent(ctx.item(sender.name))
