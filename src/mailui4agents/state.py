@@ -63,10 +63,11 @@ class Gateway:
     data_lock: int | None = field(default=None)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncSession]:
+    async def write(self, *, inline: bool = False) -> AsyncIterator[AsyncSession]:
         """A write transaction; streams of principals it wrote events for wake up
-        after the commit (never before: they would read nothing new)."""
-        async with self.db.write() as s:
+        after the commit (never before: they would read nothing new). `inline`:
+        see Database.write."""
+        async with self.db.write(inline=inline) as s:
             yield s
             notify = s.info.pop("notify", None)
             recheck = s.info.pop("recheck", None)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiosqlite
 import httpx
 import pytest
 from sqlalchemy import event
@@ -543,3 +544,38 @@ async def test_an_agents_reply_to_a_person_reads_nothing_of_e_mail_without_smtp(
         assert _shapes(served.statements.writer) == _on_postgresql(writes)
     else:
         assert _shapes(served.statements.writer) == writes, "\n".join(served.statements.writer)
+
+
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch, served: Served) -> list[str]:
+    """Calls into aiosqlite's worker threads made by the test's own requests
+    (Statements.ours), by function name: `_run` a statement, `commit`, `rollback`."""
+    calls: list[str] = []
+    real: Any = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kw: Any) -> Any:
+        if served.statements.ours():
+            calls.append(getattr(fn, "__name__", repr(fn)))
+        return await real(self, fn, *args, **kw)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    return calls
+
+
+@pytest.mark.sqlite_only  # SQLite's driver: PostgreSQL has no worker thread
+async def test_a_send_hops_twice_on_sqlite(served: Served, hops: list[str]) -> None:
+    """Its write transaction is inline (db/sqlite_driver.py): the first
+    statement, with BEGIN IMMEDIATE, and the COMMIT go to the worker thread, the
+    other statements run on the event loop's thread — it made seven hops, one
+    per statement. The token and the recipients' kinds are known: no read."""
+    await _send_counts(served, 3)
+    assert hops == ["_run", "commit"], hops
+
+
+@pytest.mark.sqlite_only
+async def test_a_permission_request_and_its_decision_hop_twice_each_on_sqlite(
+    served: Served, hops: list[str]
+) -> None:
+    await _asked_and_decided(served)  # a warm-up pair, then the counted pair
+    # The agent key's first use reads it (then cached); each write hops twice.
+    assert hops == ["_run", *["_run", "commit"] * 4], hops

@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import anyio
+import anyio.lowlevel
 import pytest
 from sqlalchemy import bindparam, column, select, table, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine.default import DefaultDialect
 
+from mailui4agents.db import sqlite_driver
 from mailui4agents.db.engine import Database
 from mailui4agents.db.sqlite_driver import OneHopDialect
 
@@ -86,6 +89,105 @@ async def test_a_write_unit_is_one_hop_per_statement_and_the_commit(
         await s.execute(text("UPDATE t SET v = 'cc' WHERE v = 'c'"))
     assert hops == ["_run", "_run", "commit"]
     assert [r.v for r in await db.read_rows(text("SELECT v FROM t WHERE id = 3"))] == ["cc"]
+
+
+async def test_an_inline_write_hops_for_its_first_statement_and_its_commit_only(
+    db: Database, hops: list[str]
+) -> None:
+    """Database.write(inline=True): BEGIN IMMEDIATE and the first statement in
+    the worker (it may wait for the lock), the rest on the loop's thread, the
+    COMMIT in the worker. A plain write hops for every statement (control)."""
+    async with db.write(inline=True) as s:
+        await s.execute(text("INSERT INTO t (v) VALUES ('c')"))
+        await s.execute(text("UPDATE t SET v = 'cc' WHERE v = 'c'"))
+        await s.execute(text("INSERT INTO t (v) VALUES ('d')"))
+        got = (await s.execute(text("SELECT v FROM t ORDER BY id"))).scalars().all()
+        raw: Any = (await s.connection()).sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+        assert raw.inline_statements == 3
+    assert got == ["a", "b", "cc", "d"]  # the inline statements see the first one's write
+    assert hops == ["_run", "commit"]
+    rows = await db.read_rows(text("SELECT v FROM t ORDER BY id"))
+    assert [r.v for r in rows] == ["a", "b", "cc", "d"]  # committed
+    hops.clear()
+    async with db.write() as s:  # the same connection, a plain transaction again
+        await s.execute(text("INSERT INTO t (v) VALUES ('e')"))
+        await s.execute(text("INSERT INTO t (v) VALUES ('f')"))
+    assert hops == ["_run", "_run", "commit"]
+
+
+async def test_an_inline_write_sends_big_statements_to_the_worker(
+    db: Database, hops: list[str]
+) -> None:
+    """Over INLINE_MAX_BYTES of text, or over INLINE_MAX_ROWS rows, a statement
+    goes to the worker: it could take longer than a hop on the loop's thread."""
+    big = "x" * (sqlite_driver.INLINE_MAX_BYTES + 1)
+    rows = [{"v": str(i)} for i in range(sqlite_driver.INLINE_MAX_ROWS + 1)]
+    async with db.write(inline=True) as s:
+        await s.execute(text("SELECT 1"))
+        await s.execute(text("INSERT INTO t (v) VALUES (:v)"), {"v": big})
+        await s.execute(text("INSERT INTO t (v) VALUES (:v)"), rows)
+        await s.execute(text("INSERT INTO t (v) VALUES (:v)"), {"v": "small"})
+    assert hops == ["_run", "_run", "_run", "commit"]
+    assert (await db.read_rows(text("SELECT count(*) FROM t")))[0][0] == 2 + 1 + len(rows) + 1
+
+
+async def test_an_inline_write_waits_for_the_lock_without_blocking_the_loop(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds SQLite's write lock: the inline transaction's first
+    statement waits for it in the worker thread while the event loop runs on
+    (were it run on the loop's thread, nothing here would run until SQLite's
+    busy timeout gave up, and the write would fail)."""
+    other = sqlite3.connect(tmp_path / "d.db", timeout=0, isolation_level=None)
+    done, submitted = anyio.Event(), anyio.Event()
+    real: Callable[..., Any] = aiosqlite.Connection._execute
+
+    async def noted(self: aiosqlite.Connection, fn: Any, *args: Any, **kw: Any) -> Any:
+        submitted.set()
+        return await real(self, fn, *args, **kw)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", noted)
+
+    async def write() -> None:
+        async with db.write(inline=True) as s:
+            await s.execute(text("INSERT INTO t (v) VALUES ('waited')"))
+            await s.execute(text("INSERT INTO t (v) VALUES ('inline')"))
+        done.set()
+
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("INSERT INTO t (v) VALUES ('other')")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write)
+            with anyio.fail_after(10):
+                await submitted.wait()  # the first statement is in the worker
+            for _ in range(100):  # the loop keeps turning while it waits there
+                await anyio.lowlevel.checkpoint()
+            assert not done.is_set()
+            other.execute("COMMIT")
+            with anyio.fail_after(30):
+                await done.wait()
+    finally:
+        other.close()
+    rows = await db.read_rows(text("SELECT v FROM t ORDER BY id"))
+    assert [r.v for r in rows] == ["a", "b", "other", "waited", "inline"]
+
+
+async def test_a_failed_inline_statement_leaves_nothing_and_the_connection_works_on(
+    db: Database, hops: list[str]
+) -> None:
+    with pytest.raises(Exception, match="NOT NULL"):
+        async with db.write(inline=True) as s:
+            await s.execute(text("INSERT INTO t (v) VALUES ('half')"))
+            await s.execute(text("INSERT INTO t (v) VALUES ('inline')"))
+            await s.execute(text("INSERT INTO t (v) VALUES (NULL)"))  # fails inline
+    assert hops == ["_run", "rollback"]
+    rows = await db.read_rows(text("SELECT v FROM t ORDER BY id"))
+    assert [r.v for r in rows] == ["a", "b"]  # all of it rolled back
+    async with db.write(inline=True) as s:
+        await s.execute(text("INSERT INTO t (v) VALUES ('after')"))
+        await s.execute(text("INSERT INTO t (v) VALUES ('again')"))
+    assert len(await db.read_rows(text("SELECT v FROM t"))) == 4
 
 
 async def test_a_read_unit_reads_one_snapshot_though_a_write_commits_between(

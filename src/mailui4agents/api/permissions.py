@@ -45,7 +45,7 @@ async def create_permission(
         question=body.question,
         options=options,
     )
-    async with gw.write() as s:
+    async with gw.write(inline=True) as s:
         result = await permission_requests.create_request(
             s,
             who,

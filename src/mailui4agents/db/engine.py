@@ -25,6 +25,10 @@ from mailui4agents.db.auth_epoch import AuthEpoch, beside
 # An execution option: the connection runs one read statement and no
 # transaction is opened around it (Database.read_rows).
 ONE_STATEMENT = "mailui4agents_one_statement"
+# An execution option of the writer: after its first statement, the
+# transaction's small statements run on the event loop's thread
+# (db/sqlite_driver.py, Database.write(inline=True)).
+INLINE = "mailui4agents_inline"
 
 
 # The compiled statements of every SQLite engine in the process: the writer's and
@@ -64,10 +68,13 @@ def _sqlite_engine(url: str, *, writer: bool, auth_epoch: AuthEpoch | None) -> A
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        if conn.get_execution_options().get(ONE_STATEMENT):
+        options = conn.get_execution_options()
+        if options.get(ONE_STATEMENT):
             return  # one statement is a snapshot of its own (Database.read_rows)
+        raw: Any = conn.connection.dbapi_connection
+        raw.inline = writer and bool(options.get(INLINE))
         # Sent with the transaction's first statement, in the same thread hop.
-        conn.connection.dbapi_connection.begin_lazily(begin)  # type: ignore[union-attr]
+        raw.begin_lazily(begin)
 
     return engine
 
@@ -90,9 +97,11 @@ class Database:
                 self.token_cache = {}
             self.writer = _sqlite_engine(url, writer=True, auth_epoch=self.auth_epoch)
             self.reader = _sqlite_engine(url, writer=False, auth_epoch=self.auth_epoch)
+            self._inline_writer = self.writer.execution_options(**{INLINE: True})
         else:
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
             self.reader = self.writer
+            self._inline_writer = self.writer  # a network round trip per statement anyway
         self._one_statement = self.reader.sync_engine.execution_options(**{ONE_STATEMENT: True})
 
     @property
@@ -100,9 +109,13 @@ class Database:
         return self.writer.dialect.name
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncSession]:
-        """A transaction that commits when the block ends without error."""
-        async with AsyncSession(self.writer, expire_on_commit=False) as session, session.begin():
+    async def write(self, *, inline: bool = False) -> AsyncIterator[AsyncSession]:
+        """A transaction that commits when the block ends without error.
+        `inline`: a transaction of a few small statements (a send, a permission
+        request, a decision): on SQLite, those after the first run on the event
+        loop's thread instead of one thread hop each (db/sqlite_driver.py)."""
+        bind = self._inline_writer if inline else self.writer
+        async with AsyncSession(bind, expire_on_commit=False) as session, session.begin():
             yield session
 
     @asynccontextmanager

@@ -24,7 +24,7 @@ async def decide(
     device's, the decision records that device's name as `decided_device`, as a
     push action records the pushed device (docs/remote.md, "First answer wins")."""
     size_limits.check_decision(gw.settings, choice.note, choice.grant_pattern, choice.answers)
-    async with gw.write() as s:
+    async with gw.write(inline=True) as s:
         if web_token is not None and choice.device is None:
             device = await devices.this_device(s, web_token)
             if device is not None:

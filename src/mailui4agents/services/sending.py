@@ -81,7 +81,7 @@ async def send(
         async with gw.read() as r:
             kinds = await identity.kinds_of(r, wanted)
     recipients = mail.recipients_of(to_addrs, cc_addrs, kinds)
-    async with gw.write() as s:
+    async with gw.write(inline=True) as s:
         outcome = await mail.send_mail(
             s,
             gw.settings,
