@@ -115,6 +115,16 @@ async def test_an_inline_write_hops_for_its_first_statement_and_its_commit_only(
     assert hops == ["_run", "_run", "commit"]
 
 
+async def test_an_inline_write_is_bound_to_the_writer_engine_itself(db: Database) -> None:
+    """What is keyed by engine (the outbox senders woken after a commit, the
+    kinds cache) finds the writer from an inline transaction: an engine of its
+    own (execution_options on the engine) once left e-mails unsent until a poll."""
+    async with db.write(inline=True) as s:
+        assert s.get_bind() is db.writer.sync_engine
+        await s.execute(text("SELECT 1"))
+        assert s.get_bind() is db.writer.sync_engine
+
+
 async def test_an_inline_write_sends_big_statements_to_the_worker(
     db: Database, hops: list[str]
 ) -> None:

@@ -237,7 +237,7 @@ async def test_new_work_by_e_mail_goes_to_email_work(
                                       "from": "ana", "to": ["agent-a"], "subject": subject,
                                       "created_at": utcnow()})  # fmt: skip
         async with gw.write() as s:
-            await also(s, Sent(out))
+            await also(s, Sent(out.model_dump(mode="json", by_alias=True)))
         return email_work.Started(team["sid"], "m1")
 
     monkeypatch.setattr(email_work, "start", start)

@@ -29,6 +29,7 @@ ONE_STATEMENT = "mailui4agents_one_statement"
 # transaction's small statements run on the event loop's thread
 # (db/sqlite_driver.py, Database.write(inline=True)).
 INLINE = "mailui4agents_inline"
+_INLINE = {INLINE: True}
 
 
 # The compiled statements of every SQLite engine in the process: the writer's and
@@ -97,11 +98,9 @@ class Database:
                 self.token_cache = {}
             self.writer = _sqlite_engine(url, writer=True, auth_epoch=self.auth_epoch)
             self.reader = _sqlite_engine(url, writer=False, auth_epoch=self.auth_epoch)
-            self._inline_writer = self.writer.execution_options(**{INLINE: True})
         else:
             self.writer = create_async_engine(url, pool_size=10, max_overflow=20)
             self.reader = self.writer
-            self._inline_writer = self.writer  # a network round trip per statement anyway
         self._one_statement = self.reader.sync_engine.execution_options(**{ONE_STATEMENT: True})
 
     @property
@@ -114,8 +113,13 @@ class Database:
         `inline`: a transaction of a few small statements (a send, a permission
         request, a decision): on SQLite, those after the first run on the event
         loop's thread instead of one thread hop each (db/sqlite_driver.py)."""
-        bind = self._inline_writer if inline else self.writer
-        async with AsyncSession(bind, expire_on_commit=False) as session, session.begin():
+        # An option of the session's connection, not an engine of its own: what is
+        # keyed by engine (outbox senders, the kinds cache) must see the writer.
+        options = _INLINE if inline else None
+        async with (
+            AsyncSession(self.writer, expire_on_commit=False, execution_options=options) as session,
+            session.begin(),
+        ):
             yield session
 
     @asynccontextmanager
