@@ -47,6 +47,7 @@ import approval  # noqa: E402  (bench/ is put on the path just above)
 import delivery  # noqa: E402
 from calibrate import bare_get_ms, cpu_s, load, machine  # noqa: E402
 from mailui4agents.testing import FAST_HASH_ENV, GatewayProcess, clean_env  # noqa: E402
+from peers import ours_agents  # noqa: E402
 from stats import pct  # noqa: E402
 
 HAPI_VERSION = "0.30.7"
@@ -168,9 +169,6 @@ async def measure_ours(args: argparse.Namespace) -> dict[str, Any]:
                 before = cpu_s(pid)
                 out["sequential"] = await delivery.sequential(http, ana, args.sequential)
                 out["cpu_per_post_ms"] = (cpu_s(pid) - before) * 1000 / args.sequential
-            out["post_to_agent"] = await delivery.delivery(
-                gw.url, ana, keys[: args.agents], args.deliveries
-            )
             async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
                 # approval.setup's admin steps, on this gateway's own users
                 r = await http.post(
@@ -180,15 +178,69 @@ async def measure_ours(args: argparse.Namespace) -> dict[str, Any]:
                     headers={"Authorization": f"Bearer {ana}"},
                 )  # fmt: skip
                 assert r.status_code == 201, r.text
-                out["approval"] = await approval.agent_round_trips(
-                    http, ana, keys[0], r.json()["session_id"], args.permissions
-                )
+                session = r.json()["session_id"]
+                if args.in_process_agents:  # bench/delivery.py's and approval.py's way
+                    out["post_to_agent"] = await delivery.delivery(
+                        gw.url, ana, keys[: args.agents], args.deliveries
+                    )
+                    out["approval"] = await approval.agent_round_trips(
+                        http, ana, keys[0], session, args.permissions
+                    )
+                else:
+                    out.update(await child_agents(http, gw.url, ana, keys, session, args))
             before = cpu_s(pid)
             count, elapsed = await delivery.throughput(gw.url, ana, args.senders, args.per_sender)
             out["throughput_per_s"] = count / elapsed
             out["cpu_per_post_throughput_ms"] = (cpu_s(pid) - before) * 1000 / count
         finally:
             gw.stop()
+    return out
+
+
+async def child_agents(
+    http: httpx.AsyncClient,
+    url: str,
+    ana: str,
+    keys: list[str],
+    session: str,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """post -> agent and approval with the agents in a child process
+    (bench/peers/ours_agents.py), as HAPI's driver runs its agents."""
+    out: dict[str, Any] = {}
+    fakes = ours_agents.Agents()
+    await fakes.start(url, keys[: args.agents], session)
+    try:
+        headers = {"Authorization": f"Bearer {ana}"}
+        delivered = []
+        for i in range(args.deliveries):
+            t0 = time.perf_counter()
+            r = await http.post(
+                "/api/v1/mail",
+                json={"to": [f"agent{i % args.agents}@/srv/bench"], "subject": f"d {i}",
+                      "body": "y" * 200},
+                headers=headers,
+            )  # fmt: skip
+            assert r.status_code == 201, r.text
+            mail_id = r.json()["id"]
+            await asyncio.wait_for(fakes.event(mail_id).wait(), 30)
+            delivered.append((fakes.seen[mail_id]["t"] - t0) * 1000)
+        out["post_to_agent"] = delivered
+        human = approval.Human(http, ana)
+        watching = asyncio.create_task(human.watch())
+        await asyncio.wait_for(human.opened.wait(), 30)
+        trips = []
+        for i in range(args.permissions):
+            relay = f"bench-{i}"
+            fakes.ask(relay)
+            await asyncio.wait_for(fakes.event(relay).wait(), 30)
+            seen = fakes.seen[relay]
+            trips.append((seen["t1"] - seen["t0"]) * 1000)
+        out["approval"] = trips
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+    finally:
+        await fakes.stop()
     return out
 
 
@@ -233,6 +285,11 @@ def main() -> None:
     ap.add_argument("--permissions", type=int, default=200)
     ap.add_argument("--cache", type=Path, default=REPO / ".cache" / "peers")
     ap.add_argument("--only", choices=["hapi", "ours"], default=None)
+    ap.add_argument(
+        "--in-process-agents", action="store_true",
+        help="ours: the agents' streams in the poster's process (bench/delivery.py's "
+        "way; HAPI's agents are always in a child process)",
+    )  # fmt: skip
     args = ap.parse_args()
     print(machine(), flush=True)
     hapi: dict[str, Any] = {}
