@@ -21,7 +21,14 @@ from mailui4agents.services import mail
 from mailui4agents.services.wire_shapes import mail_out
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
-from mailui4agents.wire.models import Duplicate, InboxItem, MailOut, Page, SearchHit
+from mailui4agents.wire.models import (
+    Duplicate,
+    InboxItem,
+    MailOut,
+    Page,
+    PermissionOut,
+    SearchHit,
+)
 from tests.conftest import ADMIN_PASSWORD, Api, started_app
 
 pytestmark = pytest.mark.anyio
@@ -322,3 +329,51 @@ async def test_a_send_answer_is_byte_for_byte_the_model_answer(world: World, who
     model = adapter.validate_python(mail_out(ctx, who))
     assert r.content == adapter.dump_json(model, by_alias=True, exclude_unset=True)
     assert r.json()["attachments"] and len(r.json()["cc"]) == 1
+
+
+async def test_a_permission_request_and_its_decision_answer_as_the_model_path(
+    world: World,
+) -> None:
+    """Both answer with their PermissionOut dumped once (api/pages.json_model),
+    not validated and encoded through the route's model again: the same bytes as
+    that path gives (dump, validate, dump) for what they sent, odd text included."""
+    api = world.api
+    adapter: TypeAdapter[Any] = TypeAdapter(PermissionOut | Duplicate)
+
+    def model_path(answer: httpx.Response) -> bytes:
+        return adapter.dump_json(
+            adapter.validate_python(answer.json()), by_alias=True, exclude_unset=True
+        )
+
+    asked = await api.http.post(
+        "/api/v1/agent/permissions",
+        json={"session_id": world.session, "tool_name": "Bash", "relay_key": "bytes-1",
+              "tool_input": {"command": f"echo {ODD}", "nested": {"n": [1, 2.5, None]}},
+              "summary": f"run {ODD}"},
+        headers=api.auth("claude"),
+    )  # fmt: skip
+    assert asked.status_code == 201, asked.text
+    assert asked.headers["content-type"] == "application/json"
+    assert asked.content == model_path(asked)
+    decided = await api.http.post(
+        f"/api/v1/permissions/{asked.json()['id']}/decision",
+        json={"decision": "deny", "note": f"no {ODD}"},
+        headers=api.auth("ana"),
+    )
+    assert decided.status_code == 200, decided.text
+    assert decided.content == model_path(decided)
+    assert decided.json()["status"] == "denied" and decided.json()["note"] == f"no {ODD}"
+    # The same request as the listing sends it through the model path: same keys,
+    # in the same order, same values (an unset field dumped would show here).
+    listed = await api.http.get(
+        "/api/v1/permissions", params={"session_id": world.session}, headers=api.auth("ana")
+    )
+    (item,) = [i for i in listed.json()["items"] if i["id"] == asked.json()["id"]]
+    assert list(item.items()) == list(decided.json().items())
+    again = await api.http.post(  # the relay key's duplicate: 200, the first request's id
+        "/api/v1/agent/permissions",
+        json={"session_id": world.session, "tool_name": "Bash", "relay_key": "bytes-1",
+              "tool_input": {"command": "x"}},
+        headers=api.auth("claude"),
+    )  # fmt: skip
+    assert again.status_code == 200 and again.json()["request_id"] == asked.json()["id"], again.text

@@ -35,3 +35,14 @@ def json_object(item: JsonObject, status_code: int = 200) -> Response:
     return Response(
         content=pydantic_core.to_json(item), status_code=status_code, media_type="application/json"
     )
+
+
+def json_model(model: BaseModel, status_code: int = 200) -> Response:
+    """A model as a route's `response_model` with `response_model_exclude_unset`
+    sends it (by alias, unset fields left out), without FastAPI validating and
+    encoding it through that model once more (tests/api/test_listing_bytes.py)."""
+    return Response(
+        content=model.model_dump_json(by_alias=True, exclude_unset=True),
+        status_code=status_code,
+        media_type="application/json",
+    )

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Response
 
 from mailui4agents.api.deps import Agent, GatewayDep, Human
 from mailui4agents.api.long_poll import until_settled
-from mailui4agents.api.pages import page
+from mailui4agents.api.pages import json_model, page
 from mailui4agents.api.results import DUPLICATE, answer_request
 from mailui4agents.api.schemas import DecisionIn, Limit, PermissionCreate, WithdrawIn
 from mailui4agents.domain.results import Refused
@@ -36,7 +36,7 @@ router = APIRouter(prefix="/api/v1", tags=["permissions"])
 )
 async def create_permission(
     body: PermissionCreate, who: Agent, gw: GatewayDep, response: Response
-) -> PermissionOut | Duplicate:
+) -> Response | Duplicate:
     options = [o.model_dump() for o in body.options] if body.options is not None else None
     size_limits.check_permission(
         gw.settings,
@@ -123,7 +123,7 @@ async def decide_permission(
     who: Human,
     gw: GatewayDep,
     x_agentmail_channel: Annotated[str | None, Header(max_length=20)] = None,
-) -> PermissionOut:
+) -> Response:
     """Decide once; a later decision gets 409 `already_decided` saying who decided,
     from where, when. `X-Agentmail-Channel: cli` (sent by `agentmail approve`,
     `deny`, `answer`) records the decision as the command line's; anything else
@@ -132,7 +132,7 @@ async def decide_permission(
     choice = permission_decisions.Choice(
         body.decision, body.note, body.always, body.grant_pattern, body.answers, channel
     )
-    return await deciding.decide(gw, who, request_id, choice)
+    return json_model(await deciding.decide(gw, who, request_id, choice))
 
 
 @router.get("/permissions/{request_id}/deliveries", response_model=list[DeliveryOut])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import Response
 
-from mailui4agents.api.pages import json_object
+from mailui4agents.api.pages import json_model, json_object
 from mailui4agents.domain.json_types import JsonObject
 from mailui4agents.domain.results import Duplicate, Opened, Sent
 from mailui4agents.wire import models as wire
@@ -33,8 +33,8 @@ def answer(result: Sent | Duplicate, response: Response) -> Response | wire.Dupl
     return json_object(result.item, status_code=201)
 
 
-def answer_request(
-    result: Opened | Duplicate, response: Response
-) -> wire.PermissionOut | wire.Duplicate:
+def answer_request(result: Opened | Duplicate, response: Response) -> Response | wire.Duplicate:
     """A permission request: the request (201), or the first request's id (200)."""
-    return _duplicate(result, response) if isinstance(result, Duplicate) else result.request
+    if isinstance(result, Duplicate):
+        return _duplicate(result, response)
+    return json_model(result.request, status_code=201)
