@@ -164,14 +164,14 @@ class OneHopCursor:
 
     def execute(self, operation: str, parameters: Any = None) -> None:
         try:
-            if not self._inline(operation, parameters, False):
+            if not self._inline(operation, parameters, many=False):
                 await_(self._call(operation, parameters, False))
         except Exception as error:
             self._adapt._handle_exception(error)
 
     def executemany(self, operation: str, seq_of_parameters: Any) -> None:
         try:
-            if not self._inline(operation, seq_of_parameters, True):
+            if not self._inline(operation, seq_of_parameters, many=True):
                 await_(self._call(operation, seq_of_parameters, True))
         except Exception as error:
             self._adapt._handle_exception(error)
