@@ -112,7 +112,11 @@ class Database:
         """A transaction that commits when the block ends without error.
         `inline`: a transaction of a few small statements (a send, a permission
         request, a decision): on SQLite, those after the first run on the event
-        loop's thread instead of one thread hop each (db/sqlite_driver.py)."""
+        loop's thread instead of one thread hop each (db/sqlite_driver.py).
+        Run its statements through the session (`s.execute`, `s.scalar`, flushes),
+        not an `AsyncConnection` of it: SQLAlchemy's AsyncConnection.execute
+        insists that its statement awaits, and an inline one never does
+        (AwaitRequired)."""
         # An option of the session's connection, not an engine of its own: what is
         # keyed by engine (outbox senders, the kinds cache) must see the writer.
         options = _INLINE if inline else None
