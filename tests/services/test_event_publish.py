@@ -3,14 +3,17 @@ them, state.Gateway.write publishes them, events/hub.EventHub.publish hands them
 out): the frames are byte for byte those a read of the log makes, nothing is
 handed out of a savepoint that may be rolled back, another writer's rows are
 read rather than skipped, and under concurrent commits every row reaches its
-stream exactly once. On SQLite and on PostgreSQL (the `settings` fixture).
+stream exactly once; over HTTP, a stream gets live the bytes a replay reads. On
+SQLite and on PostgreSQL (the `settings` fixture).
 The hub's own rules, with a fake log: tests/services/test_hub.py."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
+import httpx
 import pytest
 
 from mailui4agents.app import start_gateway
@@ -20,6 +23,8 @@ from mailui4agents.events.hub import LiveEvent, Subscription, sse_frame
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 from mailui4agents.wire.models import ResetEvent
+from tests.conftest import ADMIN_PASSWORD, Api
+from tests.live_app import live_app_here
 
 pytestmark = pytest.mark.anyio
 
@@ -225,3 +230,124 @@ async def test_concurrent_commits_reach_a_stream_each_exactly_once(gw: Gateway) 
             gw.hub.close()
     finally:
         await other.dispose()
+
+
+# -- over HTTP: a frame handed out live equals the frame a replay reads -------------
+
+
+class RawStream:
+    """One SSE stream over real HTTP, its event frames kept as the bytes sent."""
+
+    def __init__(self) -> None:
+        self.start: int | None = None  # the id of its `: connected` line
+        self.frames: list[bytes] = []
+        self.changed = anyio.Event()
+
+    def ids(self) -> list[int]:
+        return [int(f.split(b"\r\n", 1)[0].removeprefix(b"id: ")) for f in self.frames]
+
+    async def wait_for(self, ids: list[int]) -> None:
+        with anyio.fail_after(10):
+            while self.ids()[: len(ids)] != ids:
+                assert len(self.frames) < len(ids), (self.ids(), ids)
+                await self.changed.wait()
+
+
+@asynccontextmanager
+async def raw_stream(
+    url: str, path: str, token: str, last_event_id: int | None = None
+) -> AsyncIterator[RawStream]:
+    """Yields once the stream is open (its `: connected` line received)."""
+    out = RawStream()
+    opened = anyio.Event()
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+
+    async def read() -> None:
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=None) as http,
+            http.stream("GET", path, headers=headers) as r,
+        ):
+            assert r.status_code == 200
+            buffer = b""
+            async for chunk in r.aiter_raw():
+                buffer += chunk
+                *blocks, buffer = buffer.split(b"\r\n\r\n")
+                for block in blocks:
+                    if block.startswith(b": connected\r\nid: "):
+                        out.start = int(block.rsplit(b" ", 1)[1])
+                        opened.set()
+                    elif block.startswith(b"id: "):
+                        out.frames.append(block + b"\r\n\r\n")
+                out.changed.set()
+                out.changed = anyio.Event()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        with anyio.fail_after(10):
+            await opened.wait()
+        yield out
+        tg.cancel_scope.cancel()
+
+
+async def test_a_stream_gets_live_the_bytes_a_replay_reads_from_the_log(
+    settings: Settings,
+) -> None:
+    """One stream of each principal is open while a mail, a permission request
+    (nested, non-ASCII input) and its decision are committed: they get their
+    frames as the commits hand them to the hub. A second stream of each then
+    replays the same ids from the log with Last-Event-ID: the bytes are equal."""
+    quiet = settings.model_copy(update={"sse_ping_s": 3600})  # no keep-alive, no poll
+    async with live_app_here(quiet) as live, httpx.AsyncClient(base_url=live.url) as http:
+        gw = live.gateway
+        reads = Reads(gw)
+        api = Api(http)
+        await api.login("admin", ADMIN_PASSWORD)
+        claude = await api.agent("claude")
+        ana = await api.user("ana")
+        async with (
+            raw_stream(live.url, "/api/v1/agent/events", claude) as agent_live,
+            raw_stream(live.url, "/api/v1/events", ana) as human_live,
+        ):
+            await reads.wait(1)  # the read the first stream asked for: the hub is idle
+            direct = gw.hub.direct
+            body = 'Grüße ✓ 日本語 🙂 "q" \\ line\r\nnext'
+            sent = await api.send("ana", ["claude@/srv/shop.new"], subject="Grüße 🙂", body=body)
+            assert sent.status_code == 201, sent.text
+            asked = await http.post(
+                "/api/v1/agent/permissions",
+                json={
+                    "session_id": sent.json()["session_id"],
+                    "kind": "approval",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": "rm -rf ./ö", "env": {"A": [1, 2.5, None]}},
+                    "relay_key": "k1",
+                },
+                headers=api.auth("claude"),
+            )
+            assert asked.status_code == 201, asked.text
+            decided = await http.post(
+                f"/api/v1/permissions/{asked.json()['id']}/decision",
+                json={"decision": "approve", "note": "ok ✓"},
+                headers=api.auth("ana"),
+            )
+            assert decided.status_code == 200, decided.text
+            if gw.db.dialect != "postgresql":
+                # Every commit handed out as written (on PostgreSQL the gateway's
+                # own NOTIFY wakes reads too, so some are read instead).
+                assert gw.hub.direct == direct + 3 and reads.done == 1
+            for live_stream, principal in ((agent_live, "agent:claude"), (human_live, "user:ana")):
+                async with gw.read() as s:
+                    rows = await log.since(s, principal, live_stream.start or 0, 100)
+                ids = [r.id for r in rows]
+                assert len(ids) >= 2, ids  # the mail or request, and the decision
+                await live_stream.wait_for(ids)
+        for token, path, seen in (
+            (claude, "/api/v1/agent/events", agent_live),
+            (ana, "/api/v1/events", human_live),
+        ):
+            async with raw_stream(live.url, path, token, last_event_id=seen.start) as replay:
+                await replay.wait_for(seen.ids())
+                assert replay.frames == seen.frames
+        assert "Grüße 🙂".encode() in b"".join(agent_live.frames)
