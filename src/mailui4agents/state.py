@@ -75,8 +75,8 @@ class Gateway:
             noted = s.info.pop("metrics", None)
         if noted and self.metrics is not None:
             self.metrics.committed(noted)
-        if published:
-            self.hub.publish(published)
+        if published and self.hub.listening:
+            self.hub.publish(log.live_events(published))
         elif notify:
             self.hub.notify(notify)
         if recheck:

@@ -67,7 +67,7 @@ async def test_the_published_frames_are_byte_for_byte_the_frames_read_back(gw: G
         before = await log.last_id(s)
         await log.append_rows(s, EVENTS[:2])
         await log.append_rows(s, EVENTS[2:])  # a second append: ids run on
-        published = list(s.info[log.PUBLISHED])
+        published = log.live_events(s.info[log.PUBLISHED])
     assert [e.id for e in published] == list(range(before + 1, before + 1 + len(EVENTS)))
     assert [e.principal for e in published] == [p for p, _, _ in EVENTS]
     async with gw.read() as s:
@@ -101,6 +101,7 @@ async def test_rows_appended_in_a_savepoint_are_read_not_handed_out(
     """A savepoint rolled back takes its rows with it (and SQLite hands their ids
     out again): a transaction that appended in one is left to the hub's read."""
     spy = Spy(gw, monkeypatch)
+    await gw.hub.subscribe("agent:a")  # a stream is open: commits are published
     async with gw.write() as s:
         await log.append_rows(s, [("agent:a", "t", {"kept": True})])
         with pytest.raises(RuntimeError):
@@ -168,7 +169,7 @@ async def test_a_commit_reaches_an_open_stream_without_a_read(gw: Gateway) -> No
         direct = gw.hub.direct
         async with gw.write() as s:
             await log.append_rows(s, [("agent:a", "t", {"n": 1}), ("agent:b", "t", {})])
-            ids = [e.id for e in s.info[log.PUBLISHED]]
+            ids = [e.id for e in log.live_events(s.info[log.PUBLISHED])]
         # Handed out as the write returned: no read, no turn of the event loop.
         assert [e.id for e in sub.rows] == ids[:1]
         assert gw.hub.direct == direct + 1 and reads.done == 1
@@ -189,7 +190,7 @@ async def test_another_writers_rows_are_read_not_skipped(gw: Gateway) -> None:
                 await log.append_rows(s, [("agent:a", "t", {"from": "elsewhere"})])
             async with gw.write() as s:
                 await log.append_rows(s, [("agent:a", "t", {"from": "here"})])
-                mine = s.info[log.PUBLISHED][0].id
+                mine = log.live_events(s.info[log.PUBLISHED])[0].id
             assert not sub.rows  # not handed out: the other row comes first
             got = await drain(sub, lambda got: mine in got)
             assert got == [mine - 1, mine]
@@ -214,7 +215,7 @@ async def test_concurrent_commits_reach_a_stream_each_exactly_once(gw: Gateway) 
         rows: list[log.Event] = [("agent:a", "t", {"w": n, "i": i}) for i in range(rows_each)]
         async with gw.write() if n % 3 else other.write() as s:
             await log.append_rows(s, rows)
-            ids.extend(e.id for e in s.info[log.PUBLISHED])
+            ids.extend(e.id for e in log.live_events(s.info[log.PUBLISHED]))
         if not n % 3:
             gw.hub.notify(())  # as the other gateway's NOTIFY would (events/pg_listen.py)
 
@@ -351,3 +352,27 @@ async def test_a_stream_gets_live_the_bytes_a_replay_reads_from_the_log(
                 await replay.wait_for(seen.ids())
                 assert replay.frames == seen.frames
         assert "Grüße 🙂".encode() in b"".join(agent_live.frames)
+
+
+async def test_with_no_stream_open_nothing_is_built_for_the_hub(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The frames are built after the commit and only for open streams: a commit
+    with none costs its RETURNING, not an encoding of every row."""
+    spy = Spy(gw, monkeypatch)
+    built: list[int] = []
+    live_events = log.live_events
+
+    def counted(published: list[log.Appended]) -> list[LiveEvent]:
+        built.append(len(published))
+        return live_events(published)
+
+    monkeypatch.setattr(log, "live_events", counted)
+    async with gw.write() as s:
+        await log.append_rows(s, [("agent:a", "t", {})])
+    assert built == [] and spy.published == [] and spy.notified == 1
+    sub = await gw.hub.subscribe("agent:a")
+    async with gw.write() as s:
+        await log.append_rows(s, [("agent:a", "t", {})])
+    assert built == [1] and len(spy.published) == 1 and spy.notified == 1
+    gw.hub.unsubscribe(sub)

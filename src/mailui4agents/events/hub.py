@@ -181,6 +181,11 @@ class EventHub:
             if not subs:
                 del self._subs[sub.principal]
 
+    @property
+    def listening(self) -> bool:
+        """Some stream or long-poll is open (else a commit's rows go nowhere)."""
+        return bool(self._subs)
+
     def connected(self, principal: str) -> int:
         return len(self._subs.get(principal, ()))
 

@@ -68,9 +68,9 @@ Event = tuple[str, str, Payload | None]
 """(principal, type, data) of one event to append."""
 
 PUBLISHED = "published"
-"""`s.info` key: the LiveEvents this transaction appended, in id order, for the
-hub once it commits (state.Gateway.write); None when they cannot be handed out
-as they are (then the hub reads the log)."""
+"""`s.info` key: the rows this transaction appended, in id order, for the hub
+once it commits (`live_events`, state.Gateway.write); None when they cannot be
+handed out as they are (then the hub reads the log)."""
 
 
 async def append(
@@ -83,10 +83,10 @@ async def append(
 async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
     """Append `events` in this order (ids increase along the list), in one statement
     whatever their types; their principals are notified after the commit, and the
-    rows, as the SSE frames a read of the log would make of them, are kept in
-    `s.info[PUBLISHED]`. Every append is this one immediate statement (no
-    ORM-pending event rows), so ids follow the order of the calls. Nothing is
-    appended for an empty list (the PostgreSQL lock is taken all the same)."""
+    rows, with their ids, are kept in `s.info[PUBLISHED]` for the hub. Every
+    append is this one immediate statement (no ORM-pending event rows), so ids
+    follow the order of the calls. Nothing is appended for an empty list (the
+    PostgreSQL lock is taken all the same)."""
     await take_event_lock(s)
     if not events:
         return
@@ -100,7 +100,12 @@ async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
             dumped[id(d)] = _json(d)
         rows.append({"principal": p, "type": t, "data": dumped[id(d)], "created_at": now})
     postgresql = s.get_bind().dialect.name == "postgresql"
-    result = await s.execute(_INSERT_EVENTS_IN_ORDER if postgresql else _INSERT_EVENTS, rows)
+    # One row (most appends) as a plain execute: insertmanyvalues' batching of a
+    # list costs more CPU than the statement.
+    result = await s.execute(
+        _INSERT_EVENTS_IN_ORDER if postgresql else _INSERT_EVENTS,
+        rows[0] if len(rows) == 1 else rows,
+    )
     ids = [int(i) for i in result.scalars()]
     s.info.setdefault("notify", set()).update(p for p, _, _ in events)
     # Counted once committed (metrics.note; Gateway.write): one entry per event.
@@ -114,9 +119,9 @@ def _publish(
     ids: list[int],
     dumped: dict[int, JsonObject | None],
 ) -> None:
-    """Keep this append's rows as LiveEvents for the hub, or give up on handing
-    out this transaction's rows (None: the hub reads them from the log)."""
-    published: list[LiveEvent] | None = s.info.get(PUBLISHED, [])
+    """Keep this append's rows for the hub, or give up on handing out this
+    transaction's rows (None: the hub reads them from the log)."""
+    published: list[Appended] | None = s.info.get(PUBLISHED, [])
     if published is None:
         return
     if (
@@ -129,15 +134,29 @@ def _publish(
         # not run on one by one cannot be matched to the rows with certainty.
         s.info[PUBLISHED] = None
         return
-    # Each payload encoded as the read path encodes the data it reads back
-    # (events/hub.py, `sse_frame`), once for all the rows that share it.
-    payloads: dict[int, str] = {}
-    for event_id, (p, t, d) in zip(ids, events, strict=True):
-        key = id(d)
-        if key not in payloads:
-            payloads[key] = sse_data(dumped[key])
-        published.append(LiveEvent(event_id, p, sse_frame_of(event_id, t, payloads[key])))
+    published.append((ids[0], events, dumped))
     s.info[PUBLISHED] = published
+
+
+Appended = tuple[int, Sequence[Event], dict[int, JsonObject | None]]
+"""One append_rows call as kept for the hub: its first id (the others follow one
+by one), its events, and their data as stored, by the identity of the payload."""
+
+
+def live_events(published: Sequence[Appended]) -> list[LiveEvent]:
+    """The rows a transaction appended as the hub hands them out: each frame what
+    the read path makes of the data it reads back (events/hub.py, `sse_frame`),
+    each payload encoded once for all the rows that share it. Built after the
+    commit, and only when a stream is open (state.Gateway.write)."""
+    out: list[LiveEvent] = []
+    for first, events, dumped in published:
+        payloads: dict[int, str] = {}
+        for event_id, (p, t, d) in enumerate(events, first):
+            key = id(d)
+            if key not in payloads:
+                payloads[key] = sse_data(dumped[key])
+            out.append(LiveEvent(event_id, p, sse_frame_of(event_id, t, payloads[key])))
+    return out
 
 
 async def since(s: AsyncSession, principal: str, after: int, limit: int) -> list[EventRow]:
