@@ -68,6 +68,7 @@ class Gateway:
         after the commit (never before: they may yet be rolled back), handed to
         the hub as they were written, or read back by it (events/hub.py)."""
         async with self.db.write() as s:
+            s.info[log.LISTENING] = self.hub.listening
             yield s
             notify = s.info.pop("notify", None)
             published = s.info.pop(log.PUBLISHED, None)

@@ -63,6 +63,7 @@ EVENTS: list[log.Event] = [
 
 
 async def test_the_published_frames_are_byte_for_byte_the_frames_read_back(gw: Gateway) -> None:
+    await gw.hub.subscribe("agent:claude")  # a stream is open: the rows are kept
     async with gw.write() as s:
         before = await log.last_id(s)
         await log.append_rows(s, EVENTS[:2])
@@ -214,6 +215,7 @@ async def test_concurrent_commits_reach_a_stream_each_exactly_once(gw: Gateway) 
     async def write(n: int) -> None:
         rows: list[log.Event] = [("agent:a", "t", {"w": n, "i": i}) for i in range(rows_each)]
         async with gw.write() if n % 3 else other.write() as s:
+            s.info[log.LISTENING] = True  # the other gateway has streams open too
             await log.append_rows(s, rows)
             ids.extend(e.id for e in log.live_events(s.info[log.PUBLISHED]))
         if not n % 3:
@@ -357,8 +359,8 @@ async def test_a_stream_gets_live_the_bytes_a_replay_reads_from_the_log(
 async def test_with_no_stream_open_nothing_is_built_for_the_hub(
     gw: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The frames are built after the commit and only for open streams: a commit
-    with none costs its RETURNING, not an encoding of every row."""
+    """With no stream open a commit keeps nothing for the hub: no RETURNING, no
+    frames; with one open, the frames are built after the commit."""
     spy = Spy(gw, monkeypatch)
     built: list[int] = []
     live_events = log.live_events
@@ -370,6 +372,7 @@ async def test_with_no_stream_open_nothing_is_built_for_the_hub(
     monkeypatch.setattr(log, "live_events", counted)
     async with gw.write() as s:
         await log.append_rows(s, [("agent:a", "t", {})])
+        assert s.info[log.PUBLISHED] is None
     assert built == [] and spy.published == [] and spy.notified == 1
     sub = await gw.hub.subscribe("agent:a")
     async with gw.write() as s:
