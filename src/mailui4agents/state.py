@@ -64,17 +64,22 @@ class Gateway:
 
     @asynccontextmanager
     async def write(self, *, inline: bool = False) -> AsyncIterator[AsyncSession]:
-        """A write transaction; streams of principals it wrote events for wake up
-        after the commit (never before: they would read nothing new). `inline`:
-        see Database.write."""
+        """A write transaction; the events it appended go to the open streams
+        after the commit (never before: they may yet be rolled back), handed to
+        the hub as they were written, or read back by it (events/hub.py).
+        `inline`: see Database.write."""
         async with self.db.write(inline=inline) as s:
+            s.info[log.LISTENING] = self.hub.listening
             yield s
             notify = s.info.pop("notify", None)
+            published = s.info.pop(log.PUBLISHED, None)
             recheck = s.info.pop("recheck", None)
             noted = s.info.pop("metrics", None)
         if noted and self.metrics is not None:
             self.metrics.committed(noted)
-        if notify:
+        if published and self.hub.listening:
+            self.hub.publish(log.live_events(published))
+        elif notify:
             self.hub.notify(notify)
         if recheck:
             self.hub.recheck(recheck)

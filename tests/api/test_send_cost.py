@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import event
 
 from mailui4agents.app import create_app
+from mailui4agents.events.hub import EventHub
 from mailui4agents.settings import Settings
 from tests.conftest import ADMIN_PASSWORD, Api
 
@@ -57,6 +58,7 @@ class Statements:
 class Served:
     api: Api
     statements: Statements
+    hub: EventHub
 
 
 @pytest.fixture
@@ -83,7 +85,7 @@ async def served(settings: Settings) -> AsyncIterator[Served]:
             async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
                 api = Api(http)
                 await api.login("admin", ADMIN_PASSWORD)
-                yield Served(api, statements)
+                yield Served(api, statements, app.state.gateway.hub)
         finally:
             for engine, fn in listeners:
                 event.remove(engine, "before_cursor_execute", fn)
@@ -154,6 +156,27 @@ async def test_a_reply_costs_five_writes_and_one_read_whatever_the_recipients(
     if served.statements.one_pool:
         assert _shapes(writer) == _on_postgresql(SEND_WRITES), "\n".join(writer)
         assert "user_tokens" in _queries(writer)[0]  # the token, then the send
+        return
+    assert _shapes(writer) == SEND_WRITES, "\n".join(writer)
+    assert len(_queries(reader)) == TOKEN_READS, "\n".join(reader)
+
+
+@pytest.mark.parametrize("recipients", [1, 20])
+async def test_with_a_stream_open_the_events_insert_returns_their_ids_in_the_same_statement(
+    served: Served, recipients: int
+) -> None:
+    """A stream is open: the events' INSERT returns their ids for the hub's
+    hand-off (events/log.py, `append_rows`) and the send costs the same
+    statements (without one, it returns nothing: the test above)."""
+    sub = await served.hub.subscribe("agent:bot0")
+    try:
+        writer, reader = await _send_counts(served, recipients)
+    finally:
+        served.hub.unsubscribe(sub)
+    events_insert = _queries(writer)[-1]
+    assert events_insert.startswith("INSERT INTO events") and "RETURNING" in events_insert
+    if served.statements.one_pool:
+        assert _shapes(writer) == _on_postgresql(SEND_WRITES), "\n".join(writer)
         return
     assert _shapes(writer) == SEND_WRITES, "\n".join(writer)
     assert len(_queries(reader)) == TOKEN_READS, "\n".join(reader)

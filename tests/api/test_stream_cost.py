@@ -1,5 +1,6 @@
-"""Open streams cost (almost) nothing per commit: the hub reads the log once per
-commit for all of them and no stream re-checks its token per event
+"""Open streams cost (almost) nothing per commit: a commit hands its rows to the
+hub, which hands them to all open streams without reading the log (or reads it
+once for all of them), and no stream re-checks its token per event
 (events/hub.py, http/event_stream.py). Counted with SQLAlchemy statement events on a
 real gateway (uvicorn in a thread), not timed."""
 
@@ -33,6 +34,7 @@ class Counter:
         self.lock = threading.Lock()
         self.log_reads = 0
         self.token_checks = 0
+        self.direct = 0  # commits the hub handed out without reading them back
 
     def __call__(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         text = " ".join(statement.split()).lower()
@@ -49,7 +51,8 @@ class Counter:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[LiveApp]:
-    with live_app(fast_settings(tmp_path)) as live:
+    # No periodic read of the hub (poll_s is sse_ping_s) during the counted sends.
+    with live_app(fast_settings(tmp_path, sse_ping_s=3600)) as live:
         yield live
 
 
@@ -118,6 +121,7 @@ async def measure(served: LiveApp, k: int, commits: int) -> Counter:
                 for s in open_streams:
                     await s.wait_for(1)
             event.listen(engine, "before_cursor_execute", counter)
+            direct = served.gateway.hub.direct
             try:
                 for i in range(commits):
                     r = await api.send("ana", [f"{name}@/srv/shop"], subject=f"m{i}")
@@ -127,6 +131,7 @@ async def measure(served: LiveApp, k: int, commits: int) -> Counter:
                             await s.wait_for(i + 2)
             finally:
                 event.remove(engine, "before_cursor_execute", counter)
+            counter.direct = served.gateway.hub.direct - direct
             for s in open_streams:
                 assert s.subjects == ["warm-up", *(f"m{i}" for i in range(commits))]
     return counter
@@ -138,10 +143,14 @@ async def test_log_reads_per_commit_do_not_grow_with_the_number_of_open_streams(
     commits = 5
     one = await measure(served, 1, commits)
     many = await measure(served, 12, commits)
-    # One shared read per commit at most (wake-ups in a burst are coalesced),
-    # whether one stream is open or twelve; and no token re-check per event.
-    assert 1 <= one.log_reads <= commits
-    assert 1 <= many.log_reads <= commits, many.log_reads
+    # No read of the log, whether one stream is open or twelve: each commit hands
+    # its rows to the hub (events/hub.py, `publish`), which would otherwise read
+    # once per commit for all streams; no token re-check per event. At most one
+    # read and one commit read instead of handed out: a read the warm-up asked
+    # for may, on a loaded machine, still be in flight at the first counted commit
+    # (the exact rule: tests/services/test_event_publish.py, test_hub.py).
+    assert one.direct >= commits - 1 and many.direct >= commits - 1, (one.direct, many.direct)
+    assert one.log_reads <= 1 and many.log_reads <= 1, (one.log_reads, many.log_reads)
     assert one.token_checks == many.token_checks == 0
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import anyio
 import pytest
 
-from mailui4agents.events.hub import EventHub, LiveEvent
+from mailui4agents.events.hub import EventHub, LiveEvent, Subscription
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +150,138 @@ async def test_the_clock_raises_keep_alives_and_a_drain_ends_every_stream() -> N
     assert due.closed and later.closed and later.wake.is_set()
     with pytest.raises(RuntimeError):
         await hub.subscribe("agent:c")  # a draining gateway opens no new stream
+
+
+# -- a commit hands its rows to the hub (EventHub.publish) ---------------------------
+
+
+async def open_stream(hub: EventHub, log: FakeLog, principal: str = "agent:a") -> Subscription:
+    """A stream that has replayed the log: it lives on the hub's hand-offs."""
+    sub = await hub.subscribe(principal)
+    sub.reread = False
+    await settle(hub, log.reads + 1, log)  # the read the first subscribe asked for
+    return sub
+
+
+async def test_a_commit_that_follows_the_cursor_is_handed_out_without_a_read() -> None:
+    log = FakeLog()
+    hub = EventHub(max_queue=10, batch=100)
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        a, b = await open_stream(hub, log), await hub.subscribe("agent:b")
+        b.reread = False
+        reads = hub.shared_reads
+        log.add("agent:a")
+        log.add("agent:c")
+        hub.publish(log.rows[-2:])
+        # Handed out in the call itself: no read, no wait for the reader task.
+        assert [r.id for r in a.rows] == [1] and a.wake.is_set()
+        assert not b.rows and not b.wake.is_set()  # rows go to their principal only
+        assert hub.direct == 1 and hub.shared_reads == reads
+        log.add("agent:a")
+        hub.publish(log.rows[-1:])
+        assert [r.id for r in a.rows] == [1, 3] and hub.direct == 2
+        hub.close()
+    assert hub.shared_reads == reads and log.reads == 1
+
+
+async def test_a_commit_after_a_hole_is_read_from_the_cursor_not_skipped() -> None:
+    """Another writer's row (another gateway process, or a write that published
+    nothing) lies between the cursor and the commit: the hub reads the log."""
+    log = FakeLog()
+    hub = EventHub(max_queue=10, batch=100)
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        sub = await open_stream(hub, log)
+        log.add("agent:a")  # committed elsewhere: never published here
+        log.add("agent:a")
+        hub.publish(log.rows[-1:])
+        assert not sub.rows and hub.direct == 0  # not handed out: id 1 comes first
+        await settle(hub, 2, log)
+        assert [r.id for r in sub.rows] == [1, 2]
+        hub.close()
+
+
+async def test_ids_that_do_not_run_on_one_by_one_are_read() -> None:
+    """A commit whose ids have a hole of their own (PostgreSQL: a sequence value
+    a rolled-back transaction drew) is read, whatever its first id."""
+    log = FakeLog()
+    hub = EventHub(max_queue=10, batch=100)
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        sub = await open_stream(hub, log)
+        one = LiveEvent.of(1, "agent:a", "t", {})
+        three = LiveEvent.of(3, "agent:a", "t", {})
+        log.rows += [one, three]
+        hub.publish([one, three])
+        assert not sub.rows and hub.direct == 0
+        await settle(hub, 2, log)
+        assert [r.id for r in sub.rows] == [1, 3]
+        hub.close()
+
+
+class GatedLog(FakeLog):
+    """A log whose next read waits at a gate, so a test can publish while the
+    hub's read is in flight; the read returns the rows as of the gate's opening."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: anyio.Event | None = None
+        self.entered = anyio.Event()
+
+    async def after(self, after: int, limit: int) -> list[LiveEvent]:
+        if self.gate is not None:
+            gate, self.gate = self.gate, None
+            self.entered.set()
+            await gate.wait()
+        return await super().after(after, limit)
+
+
+async def test_a_commit_published_while_a_read_is_in_flight_is_handed_out_once() -> None:
+    log = GatedLog()
+    hub = EventHub(max_queue=10, batch=100)
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        sub = await open_stream(hub, log)
+        gate = log.gate = anyio.Event()
+        hub.notify({"agent:a"})  # the poll, or another replica's commit: a read starts
+        with anyio.fail_after(5):
+            await log.entered.wait()
+        log.add("agent:a")  # committed while the read is in flight: it will see it
+        hub.publish(log.rows[-1:])  # follows the cursor, but the read may hold it
+        assert not sub.rows and hub.direct == 0
+        gate.set()
+        await settle(hub, 3, log)  # the read in flight, then the one the publish asked for
+        assert [r.id for r in sub.rows] == [1]
+        hub.close()
+
+
+@pytest.mark.parametrize("read_between", [False, True])
+async def test_commits_published_out_of_order_lose_nothing_and_repeat_nothing(
+    read_between: bool,
+) -> None:
+    """A commits id 1, B commits id 2, and B's publish reaches the hub first
+    (two transactions ending in one turn of the event loop)."""
+    log = FakeLog()
+    hub = EventHub(max_queue=10, batch=100)
+    hub.attach(log.after, log.head)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        sub = await open_stream(hub, log)
+        log.add("agent:a")
+        log.add("agent:a")
+        a, b = log.rows
+        hub.publish([b])  # a hole: the reader is woken
+        if read_between:
+            await settle(hub, 2, log)  # it reads 1 and 2
+            hub.publish([a])  # behind the cursor now: read again (nothing new)
+            await settle(hub, 3, log)
+        else:
+            hub.publish([a])  # before the reader runs: handed out, the read gets 2
+            await settle(hub, 2, log)
+        assert [r.id for r in sub.rows] == [1, 2]
+        hub.close()

@@ -1,9 +1,13 @@
 """In-process fan-out for open streams. The log is the truth; the hub only saves
 streams from reading it themselves.
 
-One reader task reads the log once per commit (wake-ups that arrive while it
-reads are coalesced into the next read) and hands each new row to the open
-streams of the row's principal, in memory. A stream reads the log itself only
+A commit in this process hands the hub the rows it just appended (`publish`):
+when they are provably the next ones after what the hub handed out (its cursor
++ 1, contiguous, no read in progress) they go to the streams at once, without
+reading them back. Otherwise, and for commits of other processes, one reader
+task reads the log (wake-ups that arrive while it reads are coalesced into the
+next read) and hands each new row to the open streams of the row's principal,
+in memory. A stream reads the log itself only
 when it opens (replay from Last-Event-ID) and when the hub tells it to (its
 queue overflowed, or the shared read failed): a missed hand-off costs a read,
 never an event. Token re-checks are asked for by revocations (`recheck`), not
@@ -23,7 +27,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,9 +42,19 @@ log = logging.getLogger("mailui4agents.events")
 TICK_S = 1.0  # how late an expired token's stream may end, at most
 
 
+def sse_data(data: Any) -> str:
+    """An event's data as its SSE `data:` line (one line of JSON: JSON escapes CR/LF)."""
+    return json.dumps(data, ensure_ascii=False)
+
+
 def sse_frame(event_id: int, type_: str, data: Any) -> bytes:
-    """One event as SSE bytes (the data is one line of JSON: JSON escapes CR/LF)."""
-    payload = json.dumps(data, ensure_ascii=False)
+    """One event as SSE bytes."""
+    return sse_frame_of(event_id, type_, sse_data(data))
+
+
+def sse_frame_of(event_id: int, type_: str, payload: str) -> bytes:
+    """One event as SSE bytes, its data already `sse_data` (one payload is often
+    every recipient's: encoded once for all their frames)."""
     return f"id: {event_id}\r\nevent: {type_}\r\ndata: {payload}\r\n\r\n".encode()
 
 
@@ -119,7 +133,9 @@ class EventHub:
         self._read_after: ReadAfter | None = None
         self._read_head: ReadHead | None = None
         self._check_tokens: CheckTokens | None = None
+        self._reading = False  # the reader task is inside `_read_all`
         self.shared_reads = 0  # log reads done by the reader task (for tests and metrics)
+        self.direct = 0  # commits handed out as published, without a read (tests, metrics)
         self.token_checks = 0  # batched token re-checks (for tests and metrics)
 
     # -- streams -------------------------------------------------------------------
@@ -165,6 +181,11 @@ class EventHub:
             if not subs:
                 del self._subs[sub.principal]
 
+    @property
+    def listening(self) -> bool:
+        """Some stream or long-poll is open (else a commit's rows go nowhere)."""
+        return bool(self._subs)
+
     def connected(self, principal: str) -> int:
         return len(self._subs.get(principal, ()))
 
@@ -185,6 +206,36 @@ class EventHub:
         del principals  # any open stream may be among them; the read filters
         if self._subs:
             self._wake.set()
+
+    def publish(self, events: Sequence[LiveEvent]) -> None:
+        """Called after a commit with the rows it appended, in id order
+        (events/log.append_rows). They are handed out here, in memory, only when
+        that is provably complete and in order: streams are open (the hub has a
+        cursor), no shared read is in progress (it may hold some of these rows
+        already), and the ids run on from the cursor without a hole (no other
+        commit's row can be before or between them). Otherwise the reader reads
+        the log from its cursor, as for `notify`: the log stays the truth, this
+        only saves the read-back.
+
+        PostgreSQL: ids come from a sequence drawn under the event lock
+        (events/log.take_event_lock), so another replica's commit, or an id a
+        rolled-back transaction drew, leaves a hole between the cursor and these
+        ids: the rule above falls back to the read then, and the replica's
+        NOTIFY wakes the reader anyway."""
+        if not events or not self._subs:
+            return  # nobody listens; the first stream to open starts from the head
+        cursor = self._cursor
+        if (
+            cursor is not None
+            and not self._reading
+            and not self._closed
+            and all(e.id == cursor + i for i, e in enumerate(events, 1))
+        ):
+            self._dispatch(events)
+            self._cursor = events[-1].id
+            self.direct += 1
+            return
+        self._wake.set()
 
     def recheck(self, principals: Iterable[str]) -> None:
         """A token or key of these principals was revoked or shortened: their
@@ -284,6 +335,7 @@ class EventHub:
             if not self._subs:
                 self._cursor = None
                 continue
+            self._reading = True  # a publish meanwhile is read, not handed out twice
             try:
                 await self._read_all(self._read_after)
             except Exception:
@@ -292,6 +344,8 @@ class EventHub:
                     for sub in subs:
                         sub.reread = True
                         sub.wake.set()
+            finally:
+                self._reading = False
 
     async def _read_all(self, read_after: ReadAfter) -> None:
         while self._cursor is not None and not self._closed:
@@ -303,7 +357,7 @@ class EventHub:
             if len(rows) < self._batch:
                 return
 
-    def _dispatch(self, rows: list[LiveEvent]) -> None:
+    def _dispatch(self, rows: Sequence[LiveEvent]) -> None:
         for row in rows:
             for sub in self._subs.get(row.principal, ()):
                 if not sub.keep_rows:

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import EventRow
 from mailui4agents.db.types import utcnow
-from mailui4agents.events.hub import LiveEvent
+from mailui4agents.events.hub import LiveEvent, sse_data, sse_frame_of
 from mailui4agents.wire.models import JsonObject, to_json
 
 Payload = BaseModel | JsonObject
@@ -54,11 +54,31 @@ _LOCK_AND_NOTIFY = text("SELECT pg_advisory_xact_lock(:k), pg_notify(:c, '')")
 _EVENTS = cast(Table, EventRow.__table__)
 # A Core insert of the table, built once: the ORM's unit of work flushed events
 # one INSERT … RETURNING each on SQLite, and building the statement cost more CPU
-# than running it.
-_INSERT_EVENTS = insert(_EVENTS).inline()  # no ids back (PostgreSQL: no RETURNING)
+# than running it. Its RETURNING gives the ids to hand to the hub after the
+# commit (events/hub.py, `publish`), in the same statement: SQLAlchemy's
+# "insertmanyvalues" sends the rows as one multi-row INSERT. SQLite assigns the
+# ids in the order of the rows (one writer; rowid = newest + 1, row by row) but
+# may return them in any order: they are sorted. PostgreSQL returns them in the
+# order of the rows with `sort_by_parameter_order` (still one statement: an
+# INSERT … SELECT ordered by the rows' positions).
+_INSERT_EVENTS = insert(_EVENTS).returning(_EVENTS.c.id)
+_INSERT_EVENTS_IN_ORDER = insert(_EVENTS).returning(_EVENTS.c.id, sort_by_parameter_order=True)
+# With no stream open the ids are of no use, and RETURNING's rows cost CPU (about
+# 30 us a send): the rows go in as before, ids unknown (PostgreSQL: no RETURNING).
+_INSERT_EVENTS_BLIND = insert(_EVENTS).inline()
 
 Event = tuple[str, str, Payload | None]
 """(principal, type, data) of one event to append."""
+
+LISTENING = "streams_open"
+"""`s.info` key, set by state.Gateway.write: a stream was open when the
+transaction began, so its rows are kept for the hub (else nothing is kept and a
+stream opened since reads the log)."""
+
+PUBLISHED = "published"
+"""`s.info` key: the rows this transaction appended, in id order, for the hub
+once it commits (`live_events`, state.Gateway.write); None when they cannot be
+handed out as they are (then the hub reads the log)."""
 
 
 async def append(
@@ -70,7 +90,8 @@ async def append(
 
 async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
     """Append `events` in this order (ids increase along the list), in one statement
-    whatever their types; their principals are notified after the commit. Every
+    whatever their types; their principals are notified after the commit, and the
+    rows, with their ids, are kept in `s.info[PUBLISHED]` for the hub. Every
     append is this one immediate statement (no ORM-pending event rows), so ids
     follow the order of the calls. Nothing is appended for an empty list (the
     PostgreSQL lock is taken all the same)."""
@@ -86,10 +107,68 @@ async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
         if id(d) not in dumped:
             dumped[id(d)] = _json(d)
         rows.append({"principal": p, "type": t, "data": dumped[id(d)], "created_at": now})
-    await s.execute(_INSERT_EVENTS, rows)
     s.info.setdefault("notify", set()).update(p for p, _, _ in events)
     # Counted once committed (metrics.note; Gateway.write): one entry per event.
     s.info.setdefault("metrics", []).extend(("events", str(t), 1.0) for _, t, _ in events)
+    if not s.info.get(LISTENING) or s.info.get(PUBLISHED, []) is None:
+        s.info[PUBLISHED] = None
+        await s.execute(_INSERT_EVENTS_BLIND, rows)
+        return
+    postgresql = s.get_bind().dialect.name == "postgresql"
+    # One row (most appends) as a plain execute: insertmanyvalues' batching of a
+    # list costs more CPU than the statement.
+    result = await s.execute(
+        _INSERT_EVENTS_IN_ORDER if postgresql else _INSERT_EVENTS,
+        rows[0] if len(rows) == 1 else rows,
+    )
+    ids = [int(i) for i in result.scalars()]
+    _publish(s, events, ids if postgresql else sorted(ids), dumped)
+
+
+def _publish(
+    s: AsyncSession,
+    events: Sequence[Event],
+    ids: list[int],
+    dumped: dict[int, JsonObject | None],
+) -> None:
+    """Keep this append's rows for the hub, or give up on handing out this
+    transaction's rows (None: the hub reads them from the log)."""
+    published: list[Appended] | None = s.info.get(PUBLISHED, [])
+    if published is None:
+        return
+    if (
+        s.in_nested_transaction()
+        or len(ids) != len(events)
+        or ids != list(range(ids[0], ids[0] + len(ids)))
+    ):
+        # A savepoint may yet be rolled back (its rows gone, their ids handed out
+        # again by SQLite): only the log knows what committed. And ids that do
+        # not run on one by one cannot be matched to the rows with certainty.
+        s.info[PUBLISHED] = None
+        return
+    published.append((ids[0], events, dumped))
+    s.info[PUBLISHED] = published
+
+
+Appended = tuple[int, Sequence[Event], dict[int, JsonObject | None]]
+"""One append_rows call as kept for the hub: its first id (the others follow one
+by one), its events, and their data as stored, by the identity of the payload."""
+
+
+def live_events(published: Sequence[Appended]) -> list[LiveEvent]:
+    """The rows a transaction appended as the hub hands them out: each frame what
+    the read path makes of the data it reads back (events/hub.py, `sse_frame`),
+    each payload encoded once for all the rows that share it. Built after the
+    commit, and only when a stream is open (state.Gateway.write)."""
+    out: list[LiveEvent] = []
+    for first, events, dumped in published:
+        payloads: dict[int, str] = {}
+        for event_id, (p, t, d) in enumerate(events, first):
+            key = id(d)
+            if key not in payloads:
+                payloads[key] = sse_data(dumped[key])
+            out.append(LiveEvent(event_id, p, sse_frame_of(event_id, t, payloads[key])))
+    return out
 
 
 async def since(s: AsyncSession, principal: str, after: int, limit: int) -> list[EventRow]:

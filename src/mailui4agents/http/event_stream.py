@@ -1,8 +1,9 @@
 """The SSE response of the event streams (api/events.py for a bearer token, the
 web UI's /events for its cookie). The database log is the truth: a stream
 replays it from the client's Last-Event-ID (or starts at "now" on a fresh
-connection), then takes new rows from the hub, which reads the log once per
-commit for every open stream (events/hub.py). Replays survive gateway restarts.
+connection), then takes new rows from the hub, which has them from the commit
+itself or reads the log once per commit for every open stream (events/hub.py).
+Replays survive gateway restarts.
 
 A token is re-checked when a revocation of its principal says so, on a timer
 (settings.sse_token_recheck_s), and the stream ends at the token's expiry; never
