@@ -83,6 +83,19 @@ async def test_the_published_frames_are_byte_for_byte_the_frames_read_back(gw: G
     assert "Grüße ✓ 日本語 🙂".encode() in published[0].frame  # as UTF-8, not \u escapes
 
 
+async def test_a_payload_changed_after_its_append_is_handed_out_as_written(gw: Gateway) -> None:
+    await gw.hub.subscribe("agent:a")
+    data = {"n": 1}
+    async with gw.write() as s:
+        before = await log.last_id(s)
+        await log.append_rows(s, [("agent:a", "t", data)])
+        data["n"] = 2  # the caller's dict, changed before the commit
+        kept = s.info[log.PUBLISHED]
+    async with gw.read() as s:
+        stored = await log.after_all(s, before, 10)
+    assert log.live_events(kept) == stored and b'"n": 1' in stored[0].frame
+
+
 class Spy:
     """What the gateway hands its hub after each commit."""
 

@@ -146,29 +146,31 @@ def _publish(
         # not run on one by one cannot be matched to the rows with certainty.
         s.info[PUBLISHED] = None
         return
-    published.append((ids[0], events, dumped))
+    # Each payload encoded now, as it was written (a caller may change its dict
+    # later), the way the read path encodes the data it reads back (events/hub.py,
+    # `sse_frame`), once for all the rows that share it.
+    payloads: dict[int, str] = {}
+    for _, _, d in events:
+        if id(d) not in payloads:
+            payloads[id(d)] = sse_data(dumped[id(d)])
+    published.append((ids[0], [(p, t, payloads[id(d)]) for p, t, d in events]))
     s.info[PUBLISHED] = published
 
 
-Appended = tuple[int, Sequence[Event], dict[int, JsonObject | None]]
+Appended = tuple[int, list[tuple[str, str, str]]]
 """One append_rows call as kept for the hub: its first id (the others follow one
-by one), its events, and their data as stored, by the identity of the payload."""
+by one) and each row's principal, type and data as its SSE `data:` line."""
 
 
 def live_events(published: Sequence[Appended]) -> list[LiveEvent]:
-    """The rows a transaction appended as the hub hands them out: each frame what
-    the read path makes of the data it reads back (events/hub.py, `sse_frame`),
-    each payload encoded once for all the rows that share it. Built after the
-    commit, and only when a stream is open (state.Gateway.write)."""
-    out: list[LiveEvent] = []
-    for first, events, dumped in published:
-        payloads: dict[int, str] = {}
-        for event_id, (p, t, d) in enumerate(events, first):
-            key = id(d)
-            if key not in payloads:
-                payloads[key] = sse_data(dumped[key])
-            out.append(LiveEvent(event_id, p, sse_frame_of(event_id, t, payloads[key])))
-    return out
+    """The rows a transaction appended as the hub hands them out, each frame what
+    the read path makes of the row. Built after the commit, and only when a
+    stream is open (state.Gateway.write)."""
+    return [
+        LiveEvent(event_id, p, sse_frame_of(event_id, t, payload))
+        for first, rows in published
+        for event_id, (p, t, payload) in enumerate(rows, first)
+    ]
 
 
 async def since(s: AsyncSession, principal: str, after: int, limit: int) -> list[EventRow]:
