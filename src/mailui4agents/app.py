@@ -226,7 +226,7 @@ def create_app(settings: Settings, *, on_admin_password: object = None) -> FastA
     # busiest routes first — an agent's mail and heartbeats, sends, permission
     # requests and decisions, event streams — cut what every request pays
     # before it reaches its handler (docs/design.md, "The fixed cost of a request").
-    for module in (agent, mail, permissions, events, agent_sessions, sessions, auth, health, admin):
+    for module in (agent, mail, permissions, events, auth, health, agent_sessions, sessions, admin):
         app.include_router(module.router)
     app.include_router(agents.router)  # docs/api.md, "Who may set an agent to work"
     app.include_router(rules.router)  # docs/api.md, "Rules"
