@@ -20,6 +20,7 @@ from mailui4agents.app import start_gateway
 from mailui4agents.db.engine import Database
 from mailui4agents.events import log
 from mailui4agents.events.hub import LiveEvent, Subscription, sse_frame
+from mailui4agents.http import event_stream
 from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 from mailui4agents.wire.models import ResetEvent
@@ -392,3 +393,51 @@ async def test_with_no_stream_open_nothing_is_built_for_the_hub(
         await log.append_rows(s, [("agent:a", "t", {})])
     assert built == [1] and len(spy.published) == 1 and spy.notified == 1
     gw.hub.unsubscribe(sub)
+
+
+async def test_a_fresh_stream_gets_a_commit_made_before_it_read_the_head(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client may post as soon as its stream's headers arrive (tests/sse.collect
+    does), before the stream has read the log's head: that commit must reach the
+    stream. It starts where the hub began handing it rows, not at a head read
+    after the commit (which skipped it, and once failed a CI run:
+    tests/e2e/test_scenario.py, every open stream of one agent)."""
+    quiet = settings.model_copy(update={"sse_ping_s": 3600})
+    reached, go = anyio.Event(), anyio.Event()
+    real = event_stream.EventStream._head_and_until
+
+    async def held(self: event_stream.EventStream, sub: Subscription) -> tuple[int, int]:
+        reached.set()  # subscribed; the head is not read yet
+        await go.wait()
+        return await real(self, sub)
+
+    async with live_app_here(quiet) as live, httpx.AsyncClient(base_url=live.url) as http:
+        api = Api(http)
+        await api.login("admin", ADMIN_PASSWORD)
+        claude = await api.agent("claude")
+        await api.user("ana")
+        async with raw_stream(live.url, "/api/v1/agent/events", claude) as first:
+            monkeypatch.setattr(event_stream.EventStream, "_head_and_until", held)
+            ids: list[int] = []
+            seen: list[int] = []
+
+            async def open_second() -> None:
+                async with raw_stream(live.url, "/api/v1/agent/events", claude) as second:
+                    await second.wait_for(ids)
+                    seen.extend(second.ids())
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(open_second)
+                with anyio.fail_after(10):
+                    await reached.wait()
+                sent = await api.send("ana", ["claude@/srv/shop.new"], subject="race")
+                assert sent.status_code == 201, sent.text
+                async with live.gateway.read() as s:
+                    ids.extend(
+                        r.id for r in await log.since(s, "agent:claude", first.start or 0, 10)
+                    )
+                assert ids, "the send appended an event for claude"
+                await first.wait_for(ids)
+                go.set()  # now the second stream reads the head, which holds the commit
+            assert seen == ids

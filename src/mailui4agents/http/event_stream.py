@@ -110,7 +110,12 @@ class EventStream(Response):
         after = self._after
         reset: ResetEvent | None = None
         if after is None:
-            after = head  # a fresh connection starts at "now"; clients catch up via the inbox
+            # A fresh connection starts at "now" (clients catch up via the inbox):
+            # where the hub began handing this stream rows, when that is known. The
+            # head read a moment later may already hold a commit made since the
+            # subscription (a client that posts once the headers arrive), which
+            # starting at the head would skip.
+            after = head if sub.covered is None else min(head, sub.covered)
         elif after > head:
             reset = ResetEvent(
                 reason="ahead_of_log", last_event_id=after, head=head, message=AHEAD_OF_LOG
