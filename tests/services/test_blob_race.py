@@ -19,7 +19,7 @@ writer runs them one after the other, which is how it stays safe.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +29,6 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.api.errors import status_of
-from mailui4agents.app import start_gateway
 from mailui4agents.db.tables import (
     AttachmentRow,
     BlobRow,
@@ -44,7 +43,6 @@ from mailui4agents.domain.errors import DomainError, Invalid
 from mailui4agents.services import attachments, blobs, calendar, mail
 from mailui4agents.services.blobs import BlobStore
 from mailui4agents.services.principals import Principal
-from mailui4agents.settings import Settings
 from mailui4agents.state import Gateway
 from mailui4agents.wire.models import AttachmentRef
 
@@ -53,15 +51,6 @@ pytestmark = pytest.mark.anyio
 ANA = Principal("user", "ana-id", "ana")
 GRACE = timedelta(hours=48)
 DATA = b"the same bytes, uploaded again just as the sweep runs"
-
-
-@pytest.fixture
-async def gw(settings: Settings) -> AsyncIterator[Gateway]:
-    gateway, _ = await start_gateway(settings)
-    try:
-        yield gateway
-    finally:
-        await gateway.db.dispose()
 
 
 class WatchedStore(BlobStore):

@@ -16,7 +16,6 @@ import anyio
 import httpx
 import pytest
 
-from mailui4agents.app import start_gateway
 from mailui4agents.db.engine import Database
 from mailui4agents.events import log
 from mailui4agents.events.hub import LiveEvent, Subscription, sse_frame
@@ -28,15 +27,6 @@ from tests.conftest import ADMIN_PASSWORD, Api
 from tests.live_app import live_app_here
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def gw(settings: Settings) -> AsyncIterator[Gateway]:
-    gateway, _ = await start_gateway(settings)
-    try:
-        yield gateway
-    finally:
-        await gateway.db.dispose()
 
 
 SHARED = {"to": ["ana", "bob"], "n": 1}
