@@ -106,8 +106,7 @@ async def test_the_permission_request_hook_runs_before_the_dialog(
             else:
                 await terminal.wait_for(DIALOG, deadline=60)  # only now, after the hook
                 assert not (work / "marker-file").exists()
-                terminal.keys("y")
-                await terminal.wait_for("DONE [tool said", deadline=60)
+                await terminal.answer("y", DIALOG, "DONE [tool said")
             assert (work / "marker-file").exists()
         finally:
             terminal.close()

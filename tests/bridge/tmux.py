@@ -63,6 +63,27 @@ class Terminal:
                 await anyio.sleep(0.05)
         raise AssertionError(f"{text!r} not on screen after {deadline} s:\n{screen}")
 
+    async def answer(self, key: str, prompt: str, then: str, deadline: float = 60.0) -> str:
+        """Press `key` to answer the dialog showing `prompt`, and return the screen
+        once it shows `then`. A dialog may be drawn a moment before it takes keys
+        (a Codex approval once kept its dialog up for 60 s after an early key):
+        the key is pressed again, every 2 s, while `prompt` is still on screen."""
+        screen = ""
+        with anyio.move_on_after(deadline):
+            while True:
+                self.keys(key)
+                with anyio.move_on_after(2.0):
+                    while True:
+                        screen = self.screen()
+                        if then in screen:
+                            return screen
+                        if prompt not in screen:
+                            break  # answered: wait for `then` without pressing again
+                        await anyio.sleep(0.05)
+                if prompt not in screen:
+                    return await self.wait_for(then, deadline)
+        raise AssertionError(f"{then!r} not on screen after {deadline} s:\n{screen}")
+
     def close(self) -> None:
         subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], capture_output=True)
 
