@@ -132,6 +132,11 @@ class OneHopCursor:
             except BaseException:
                 adapt._open = True  # unknown (BEGIN may have run): the rollback ends it
                 raise
+        self._took(result, auth)
+
+    def _took(self, result: _Result, auth: bool) -> None:
+        """Keep a statement's outcome, wherever it ran."""
+        adapt = self._adapt
         self.description, rows, self.rowcount, self.lastrowid, adapt._open = result
         self._rows = collections.deque(rows)
         if auth and not adapt._open:  # committed on its own (no transaction around it)
@@ -150,15 +155,15 @@ class OneHopCursor:
             and _small(parameters, many)
         ):
             return False
-        if writes_auth(operation):
+        auth = writes_auth(operation)
+        if auth:
             adapt._auth_written = True
         try:
             result = _run(adapt._connection._conn, None, operation, parameters, many)
         except BaseException:
             adapt._open = True  # the rollback ends it
             raise
-        self.description, rows, self.rowcount, self.lastrowid, adapt._open = result
-        self._rows = collections.deque(rows)
+        self._took(result, auth)
         adapt.inline_statements += 1
         return True
 
