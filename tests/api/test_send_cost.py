@@ -586,19 +586,19 @@ def hops(monkeypatch: pytest.MonkeyPatch, served: Served) -> list[str]:
 
 
 @pytest.mark.sqlite_only  # SQLite's driver: PostgreSQL has no worker thread
-async def test_a_send_hops_twice_on_sqlite(served: Served, hops: list[str]) -> None:
-    """Its write transaction is inline (db/sqlite_driver.py): the first
-    statement, with BEGIN IMMEDIATE, and the COMMIT go to the worker thread, the
-    other statements run on the event loop's thread — it made seven hops, one
-    per statement. The token and the recipients' kinds are known: no read."""
+async def test_a_send_makes_no_hop_on_sqlite(served: Served, hops: list[str]) -> None:
+    """Its write transaction is inline (db/sqlite_driver.py): BEGIN IMMEDIATE,
+    the statements and the COMMIT run on the event loop's thread — it made seven
+    hops, one per statement, then two. The token and the recipients' kinds are
+    known: no read."""
     await _send_counts(served, 3)
-    assert hops == ["_run", "commit"], hops
+    assert hops == [], hops
 
 
 @pytest.mark.sqlite_only
-async def test_a_permission_request_and_its_decision_hop_twice_each_on_sqlite(
+async def test_a_permission_request_and_its_decision_make_no_hop_on_sqlite(
     served: Served, hops: list[str]
 ) -> None:
     await _asked_and_decided(served)  # a warm-up pair, then the counted pair
-    # The agent key's first use reads it (then cached); each write hops twice.
-    assert hops == ["_run", *["_run", "commit"] * 4], hops
+    # The agent key's first use reads it (then cached); the writes hop no more.
+    assert hops == ["_run"], hops

@@ -7,6 +7,7 @@ calls, not timings (the CPU figures are in bench/server.py)."""
 from __future__ import annotations
 
 import sqlite3
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -91,21 +92,20 @@ async def test_a_write_unit_is_one_hop_per_statement_and_the_commit(
     assert [r.v for r in await db.read_rows(text("SELECT v FROM t WHERE id = 3"))] == ["cc"]
 
 
-async def test_an_inline_write_hops_for_its_first_statement_and_its_commit_only(
-    db: Database, hops: list[str]
-) -> None:
-    """Database.write(inline=True): BEGIN IMMEDIATE and the first statement in
-    the worker (it may wait for the lock), the rest on the loop's thread, the
-    COMMIT in the worker. A plain write hops for every statement (control)."""
+async def test_an_inline_write_makes_no_hop(db: Database, hops: list[str]) -> None:
+    """Database.write(inline=True): BEGIN IMMEDIATE (the lock is free), the
+    statements and the COMMIT on the loop's thread. A plain write hops for every
+    statement and the commit (control)."""
     async with db.write(inline=True) as s:
         await s.execute(text("INSERT INTO t (v) VALUES ('c')"))
         await s.execute(text("UPDATE t SET v = 'cc' WHERE v = 'c'"))
         await s.execute(text("INSERT INTO t (v) VALUES ('d')"))
         got = (await s.execute(text("SELECT v FROM t ORDER BY id"))).scalars().all()
         raw: Any = (await s.connection()).sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
-        assert raw.inline_statements == 3
-    assert got == ["a", "b", "cc", "d"]  # the inline statements see the first one's write
-    assert hops == ["_run", "commit"]
+        assert raw.inline_statements == 4
+    assert raw.inline_commits == 1
+    assert got == ["a", "b", "cc", "d"]  # the statements see each other's writes
+    assert hops == []
     rows = await db.read_rows(text("SELECT v FROM t ORDER BY id"))
     assert [r.v for r in rows] == ["a", "b", "cc", "d"]  # committed
     hops.clear()
@@ -113,6 +113,45 @@ async def test_an_inline_write_hops_for_its_first_statement_and_its_commit_only(
         await s.execute(text("INSERT INTO t (v) VALUES ('e')"))
         await s.execute(text("INSERT INTO t (v) VALUES ('f')"))
     assert hops == ["_run", "_run", "commit"]
+    assert raw.inline_statements == 4
+
+
+def _main_file(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+async def test_an_inline_commit_never_checkpoints_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hops: list[str]
+) -> None:
+    """SQLite may checkpoint after a commit (WAL pages copied into the database
+    file, then fsync): an inline COMMIT turns that off for itself, and every
+    CHECKPOINT_EVERY-th goes to the worker, where SQLite checkpoints as after any
+    other commit. With a checkpoint due after every page, the database file is
+    untouched by the inline commits and rewritten by the worker's."""
+    monkeypatch.setattr(sqlite_driver, "WAL_AUTOCHECKPOINT", 1)
+    path = tmp_path / "c.db"
+    db = Database(f"sqlite+aiosqlite:///{path}")
+    try:
+        async with db.write() as s:  # a plain commit checkpoints (control)
+            await s.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"))
+        before = _main_file(path)
+        hops.clear()
+        every = sqlite_driver.CHECKPOINT_EVERY
+        for i in range(every - 1):
+            async with db.write(inline=True) as s:
+                await s.execute(text("INSERT INTO t (v) VALUES (:v)"), {"v": str(i)})
+        assert hops == []
+        assert _main_file(path) == before  # WAL only: no checkpoint ran
+        async with db.write(inline=True) as s:
+            await s.execute(text("INSERT INTO t (v) VALUES ('last')"))
+            raw: Any = (await s.connection()).sync_connection.connection.dbapi_connection  # type: ignore[union-attr]
+        assert hops == ["commit"]  # the CHECKPOINT_EVERY-th, in the worker
+        assert _main_file(path) != before  # SQLite checkpointed after it
+        assert raw._connection._conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (1,)
+        rows = await db.read_rows(text("SELECT count(*) FROM t"))
+        assert rows[0][0] == every
+    finally:
+        await db.dispose()
 
 
 async def test_an_inline_write_is_bound_to_the_writer_engine_itself(db: Database) -> None:
@@ -137,17 +176,19 @@ async def test_an_inline_write_sends_big_statements_to_the_worker(
         await s.execute(text("INSERT INTO t (v) VALUES (:v)"), {"v": big})
         await s.execute(text("INSERT INTO t (v) VALUES (:v)"), rows)
         await s.execute(text("INSERT INTO t (v) VALUES (:v)"), {"v": "small"})
-    assert hops == ["_run", "_run", "_run", "commit"]
+    # The COMMIT too: it writes what the big ones left in SQLite's page cache.
+    assert hops == ["_run", "_run", "commit"]
     assert (await db.read_rows(text("SELECT count(*) FROM t")))[0][0] == 2 + 1 + len(rows) + 1
 
 
 async def test_an_inline_write_waits_for_the_lock_without_blocking_the_loop(
     db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Another process holds SQLite's write lock: the inline transaction's first
-    statement waits for it in the worker thread while the event loop runs on
-    (were it run on the loop's thread, nothing here would run until SQLite's
-    busy timeout gave up, and the write would fail)."""
+    """Another process holds SQLite's write lock: the inline transaction's
+    BEGIN, tried on the loop's thread without waiting, did not begin, and its
+    first statement waits for the lock in the worker thread while the event loop
+    runs on (were it to wait on the loop's thread, nothing here would run until
+    SQLite's busy timeout gave up, and the write would fail)."""
     other = sqlite3.connect(tmp_path / "d.db", timeout=0, isolation_level=None)
     done, submitted = anyio.Event(), anyio.Event()
     real: Callable[..., Any] = aiosqlite.Connection._execute
@@ -168,9 +209,13 @@ async def test_an_inline_write_waits_for_the_lock_without_blocking_the_loop(
         other.execute("BEGIN IMMEDIATE")
         other.execute("INSERT INTO t (v) VALUES ('other')")
         async with anyio.create_task_group() as tg:
+            started = time.monotonic()
             tg.start_soon(write)
             with anyio.fail_after(10):
                 await submitted.wait()  # the first statement is in the worker
+            # at once: a BEGIN waiting on the loop's thread would hold it for
+            # the whole busy timeout, where fail_after cannot interrupt it
+            assert time.monotonic() - started < 5
             for _ in range(100):  # the loop keeps turning while it waits there
                 await anyio.lowlevel.checkpoint()
             assert not done.is_set()
@@ -191,7 +236,7 @@ async def test_a_failed_inline_statement_leaves_nothing_and_the_connection_works
             await s.execute(text("INSERT INTO t (v) VALUES ('half')"))
             await s.execute(text("INSERT INTO t (v) VALUES ('inline')"))
             await s.execute(text("INSERT INTO t (v) VALUES (NULL)"))  # fails inline
-    assert hops == ["_run", "rollback"]
+    assert hops == ["rollback"]
     rows = await db.read_rows(text("SELECT v FROM t ORDER BY id"))
     assert [r.v for r in rows] == ["a", "b"]  # all of it rolled back
     async with db.write(inline=True) as s:

@@ -62,7 +62,8 @@ def _sqlite_engine(url: str, *, writer: bool, auth_epoch: AuthEpoch | None) -> A
         # can drop the last commits.
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={sqlite_driver.BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA wal_autocheckpoint={sqlite_driver.WAL_AUTOCHECKPOINT}")
         cursor.close()
 
     begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
@@ -73,9 +74,9 @@ def _sqlite_engine(url: str, *, writer: bool, auth_epoch: AuthEpoch | None) -> A
         if options.get(ONE_STATEMENT):
             return  # one statement is a snapshot of its own (Database.read_rows)
         raw: Any = conn.connection.dbapi_connection
-        raw.inline = writer and bool(options.get(INLINE))
-        # Sent with the transaction's first statement, in the same thread hop.
-        raw.begin_lazily(begin)
+        # Sent with the transaction's first statement, in the same thread hop,
+        # or on the loop's thread for an inline one.
+        raw.begin_lazily(begin, inline=writer and bool(options.get(INLINE)))
 
     return engine
 

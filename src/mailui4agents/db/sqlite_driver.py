@@ -26,14 +26,25 @@ compiled statement by the dialect object it was compiled for, so each new engine
 statement again. db/engine.py gives all SQLite engines one compiled cache.
 
 A transaction of the writer may also be *inline* (`Database.write(inline=True)`:
-a send, a permission request, a decision — a few small statements each). Its
-first statement goes to the worker thread with its `BEGIN IMMEDIATE`, which may
-wait for another process's write lock; once that lock is held, the next ones run
-on the event loop's thread directly, where SQLite answers them in microseconds
-without waiting for anyone (WAL: readers never block the writer, and no other
-writer can hold the lock we hold). A statement with more than `INLINE_MAX_BYTES`
-of text or blobs, or many rows, still goes to the worker, and so does the
-COMMIT (a checkpoint may follow it). A send went from seven hops to two.
+a send, a permission request, a decision — a few small statements each). It runs
+on the event loop's thread, where SQLite answers in microseconds, without a
+thread hop (each cost the send about 0.1 ms of CPU, bench/server.py):
+- its `BEGIN IMMEDIATE` is tried there with a busy timeout of zero. Within the
+  process the writer is one connection, so only another process can hold the
+  write lock (`agentmail admin`, a restore); then nothing has begun, and the
+  BEGIN goes to the worker thread as before, to wait there with the full timeout
+  while the loop runs on;
+- once the lock is held, its statements cannot wait for anyone (WAL: readers
+  never block the writer), and run there — unless one carries more than
+  `INLINE_MAX_BYTES` of text or blobs, or many rows: that one goes to the
+  worker, and so does the transaction's COMMIT;
+- its COMMIT runs there with SQLite's automatic checkpoint off for that commit
+  (`synchronous=NORMAL`: a commit writes the WAL, never fsyncs; a checkpoint
+  copies the WAL into the database and fsyncs, milliseconds). Every
+  `CHECKPOINT_EVERY`-th inline commit goes to the worker with the automatic
+  checkpoint on, as every other commit does, so the WAL is checkpointed as
+  before, off the loop's thread.
+A send went from seven hops to two, then none.
 
 A connection also keeps the database's auth epoch (db/auth_epoch.py): a
 statement that may write users, user_tokens, agents or agent_keys marks its
@@ -85,6 +96,39 @@ def _run(
 #: long body indexed for search takes longer than a hop.
 INLINE_MAX_BYTES = 16 * 1024
 INLINE_MAX_ROWS = 64  # an executemany of more rows goes to the worker
+#: How long a connection waits for another's write lock (set when it connects,
+#: db/engine.py), and SQLite's automatic checkpoint (its default, in WAL pages).
+BUSY_TIMEOUT_MS = 30000
+WAL_AUTOCHECKPOINT = 1000
+#: One inline commit in this many goes to the worker thread, where SQLite may
+#: checkpoint after it (an inline transaction writes a few pages: the WAL grows
+#: at most this many transactions past SQLite's own threshold).
+CHECKPOINT_EVERY = 32
+
+
+def _begin_now(raw: sqlite3.Connection, begin: str) -> bool:
+    """Send `begin` (BEGIN IMMEDIATE) on this thread if the write lock is free:
+    True if it began, False if another connection holds the lock (nothing began,
+    nothing waited)."""
+    raw.execute("PRAGMA busy_timeout = 0")
+    try:
+        raw.execute(begin)
+    except sqlite3.OperationalError as error:
+        if error.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return False
+        raise
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return True
+
+
+def _commit_now(raw: sqlite3.Connection) -> None:
+    """COMMIT on this thread, without the checkpoint SQLite may run after it."""
+    raw.execute("PRAGMA wal_autocheckpoint = 0")
+    try:
+        raw.execute("COMMIT")
+    finally:
+        raw.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
 
 
 def _small(parameters: Any, many: bool) -> bool:
@@ -144,22 +188,31 @@ class OneHopCursor:
 
     def _inline(self, operation: str, parameters: Any, many: bool) -> bool:
         """Run the statement here, on the event loop's thread, if this is an
-        inline transaction that already holds SQLite's write lock, no call of this
-        connection is under way, and the statement is small. True if it ran."""
+        inline transaction, no call of this connection is under way, the
+        statement is small, and SQLite's write lock is held or free to take.
+        True if it ran."""
         adapt = self._adapt
-        if not (
-            adapt.inline
-            and adapt._begin is None
-            and adapt._open
-            and not adapt._execute_mutex.locked()
-            and _small(parameters, many)
-        ):
+        if not adapt.inline or adapt._execute_mutex.locked():
             return False
+        if not _small(parameters, many):
+            adapt._heavy = True  # its COMMIT goes to the worker too
+            return False
+        raw = adapt._connection._conn
+        if adapt._begin is not None:
+            try:
+                if not _begin_now(raw, adapt._begin):
+                    return False  # another process writes: wait in the worker
+            except BaseException:
+                adapt._begin, adapt._open = None, True  # unknown: the rollback ends it
+                raise
+            adapt._begin, adapt._open = None, True
+        elif not adapt._open:
+            return False  # outside a transaction (it would commit on its own)
         auth = writes_auth(operation)
         if auth:
             adapt._auth_written = True
         try:
-            result = _run(adapt._connection._conn, None, operation, parameters, many)
+            result = _run(raw, None, operation, parameters, many)
         except BaseException:
             adapt._open = True  # the rollback ends it
             raise
@@ -210,15 +263,27 @@ class OneHopCursor:
 
 
 class OneHopConnection(AsyncAdapt_aiosqlite_connection):
-    __slots__ = ("_auth_written", "_begin", "_open", "inline", "inline_statements")
+    __slots__ = (
+        "_auth_written",
+        "_begin",
+        "_heavy",
+        "_open",
+        "inline",
+        "inline_commits",
+        "inline_statements",
+    )
 
     def __init__(self, dbapi: Any, connection: Any) -> None:
         super().__init__(dbapi, connection)
         self._begin: str | None = None
-        # This transaction runs its statements after the first on the event
-        # loop's thread (set when it begins: db/engine.py); how many did (tests).
+        # This transaction runs on the event loop's thread (set when it begins:
+        # db/engine.py); how many statements and commits did (tests).
         self.inline = False
         self.inline_statements = 0
+        self.inline_commits = 0
+        # A statement of this inline transaction was too big to run inline: so
+        # is its COMMIT, which writes what the statement left in the page cache.
+        self._heavy = False
         # Whether SQLite had a transaction open after our last statement (the
         # sqlite3 connection may only be asked in its own thread).
         self._open = False
@@ -235,9 +300,12 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
             if epoch is not None:
                 epoch.bump()
 
-    def begin_lazily(self, sql: str) -> None:
-        """Send `sql` (BEGIN …) with the next statement, or never if none comes."""
+    def begin_lazily(self, sql: str, *, inline: bool = False) -> None:
+        """Send `sql` (BEGIN …) with the next statement, or never if none comes;
+        `inline`: on the event loop's thread if it can (`OneHopCursor._inline`)."""
         self._begin = sql
+        self.inline = inline
+        self._heavy = False
 
     def cursor(self, server_side: bool = False) -> Any:
         if not server_side:
@@ -269,10 +337,22 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         self._begin = None
         try:
             if self._open:
-                super().commit()
+                if self._commit_here():
+                    _commit_now(self._connection._conn)
+                else:
+                    super().commit()
                 self._open = False
         finally:
             self._ended()  # after SQLite's commit (or its failure: unknown, bump)
+
+    def _commit_here(self) -> bool:
+        """Whether this COMMIT runs on the event loop's thread: an inline
+        transaction's, unless a statement of it went to the worker for its size,
+        or it is the one in CHECKPOINT_EVERY that lets SQLite checkpoint."""
+        if not self.inline or self._heavy or self._execute_mutex.locked():
+            return False
+        self.inline_commits += 1
+        return self.inline_commits % CHECKPOINT_EVERY != 0
 
 
 class OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
