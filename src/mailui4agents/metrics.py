@@ -182,6 +182,15 @@ class _StateCollector(Collector):
         for kind, n in sorted(gw.hub.open_by_kind().items()):
             streams.add_metric((kind,), n)
         yield streams
+        handed = CounterMetricFamily(
+            "agentmail_event_handoffs",
+            "How committed events reached the open streams (events/hub.py): `direct`, "
+            "handed over by the commit itself; `read`, by a read of the log.",
+            labels=("way",),
+        )
+        handed.add_metric(("direct",), gw.hub.direct)
+        handed.add_metric(("read",), gw.hub.shared_reads)
+        yield handed
         pool = GaugeMetricFamily(
             "agentmail_db_connections",
             "Database connections by engine (writer, reader) and state (in_use, idle).",

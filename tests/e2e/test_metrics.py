@@ -264,6 +264,19 @@ async def test_pending_requests_and_open_streams_are_read_when_scraped(
         text, _ = await scrape_until(
             api, lambda t: by(families(t)["agentmail_streams_open"], "kind")["agent"] == 1
         )
+        # A commit while the stream is open reaches it, handed over directly or
+        # read from the log (which one is events/hub.py's choice: test_hub.py).
+        before = by(families(text)["agentmail_event_handoffs_total"], "way")
+        assert set(before) == {"direct", "read"}
+        sent = await api.send("admin", [f"bot@{WORKSPACE}"])
+        assert sent.status_code == 201, sent.text
+        text, _ = await scrape_until(
+            api,
+            lambda t: (
+                sum(by(families(t)["agentmail_event_handoffs_total"], "way").values())
+                > sum(before.values())
+            ),
+        )
     m = families(text)
     assert m["agentmail_permission_requests_pending"] == {(): 2}
     assert by(m["agentmail_streams_open"], "kind") == {"agent": 1, "human": 0, "wait": 0}
