@@ -70,6 +70,7 @@ class Gateway:
         `inline`: see Database.write."""
         async with self.db.write(inline=inline) as s:
             s.info[log.LISTENING] = self.hub.listening
+            s.info[log.REPLICA] = self.hub.replica
             yield s
             notify = s.info.pop("notify", None)
             published = s.info.pop(log.PUBLISHED, None)

@@ -25,6 +25,7 @@ import asyncio
 import json
 import logging
 import math
+import secrets
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -135,6 +136,9 @@ class EventHub:
         self._check_tokens: CheckTokens | None = None
         self._reading = False  # the reader task is inside `_read_all`
         self.shared_reads = 0  # log reads done by the reader task (for tests and metrics)
+        # This gateway's name in its PostgreSQL NOTIFYs (events/log.py, REPLICA):
+        # its listener skips them, its commits reach the hub in-process.
+        self.replica = secrets.token_hex(8)
         self.direct = 0  # commits handed out as published, without a read (tests, metrics)
         self.token_checks = 0  # batched token re-checks (for tests and metrics)
 

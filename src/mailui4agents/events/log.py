@@ -31,8 +31,9 @@ def _json(data: Payload | None) -> JsonObject | None:
 
 
 _PG_EVENT_LOCK = 0x6D61696C  # any constant; serialises appends on PostgreSQL
-# Every replica LISTENs here (events/pg_listen.py); the payload is empty, the log
-# is the truth.
+# Every replica LISTENs here (events/pg_listen.py); the payload names the gateway
+# that committed (`REPLICA`; empty from a process without a hub: the CLI), the
+# log is the truth.
 PG_CHANNEL = "agentmail_events"
 
 
@@ -46,11 +47,12 @@ async def take_event_lock(s: AsyncSession) -> None:
     and the NOTIFY are one statement (one round trip): a NOTIFY is delivered at
     commit only, so which of the two runs first does not matter."""
     if s.get_bind().dialect.name == "postgresql" and not s.info.get("event_lock"):
-        await s.execute(_LOCK_AND_NOTIFY, {"k": _PG_EVENT_LOCK, "c": PG_CHANNEL})
+        payload = s.info.get(REPLICA, "")
+        await s.execute(_LOCK_AND_NOTIFY, {"k": _PG_EVENT_LOCK, "c": PG_CHANNEL, "p": payload})
         s.info["event_lock"] = True
 
 
-_LOCK_AND_NOTIFY = text("SELECT pg_advisory_xact_lock(:k), pg_notify(:c, '')")
+_LOCK_AND_NOTIFY = text("SELECT pg_advisory_xact_lock(:k), pg_notify(:c, :p)")
 _EVENTS = cast(Table, EventRow.__table__)
 # A Core insert of the table, built once: the ORM's unit of work flushed events
 # one INSERT … RETURNING each on SQLite, and building the statement cost more CPU
@@ -74,6 +76,11 @@ LISTENING = "streams_open"
 """`s.info` key, set by state.Gateway.write: a stream was open when the
 transaction began, so its rows are kept for the hub (else nothing is kept and a
 stream opened since reads the log)."""
+
+REPLICA = "replica"
+"""`s.info` key, set by state.Gateway.write: the gateway's name (EventHub.replica),
+sent as the NOTIFY's payload so that its own listener skips the commits its hub
+was already handed in-process (events/pg_listen.py)."""
 
 PUBLISHED = "published"
 """`s.info` key: the rows this transaction appended, in id order, for the hub

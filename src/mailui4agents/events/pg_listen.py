@@ -7,11 +7,17 @@ hub, whose one shared read then fetches the new rows from the log. The database
 stays the one truth: a notification lost while the connection was down costs
 latency only — the hub re-reads on reconnect and every `poll_s` anyway
 (events/hub.py). See docs/postgres.md.
+
+A notification whose payload is this gateway's own name (`EventHub.replica`)
+wakes nothing: every commit of this gateway hands its events to the hub
+in-process (state.Gateway.write), and the read its NOTIFY used to cause came
+back empty of anything new, once per commit.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -44,6 +50,16 @@ async def listen(url: str, hub: EventHub, stop: anyio.Event) -> None:
                 await stop.wait()
 
 
+def woken(hub: EventHub) -> Callable[[Any, int, str, str], None]:
+    """The listener: wakes the hub for another process's commit, not its own."""
+
+    def on_notification(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload != hub.replica:
+            hub.notify(())
+
+    return on_notification
+
+
 async def _listen_once(dsn: str, hub: EventHub, stop: anyio.Event) -> None:
     """One connection: returns when `stop` is set or the connection is lost."""
     import asyncpg
@@ -52,7 +68,7 @@ async def _listen_once(dsn: str, hub: EventHub, stop: anyio.Event) -> None:
     lost = anyio.Event()
     try:
         conn.add_termination_listener(lambda *_a: lost.set())
-        await conn.add_listener(PG_CHANNEL, lambda *_a: hub.notify(()))
+        await conn.add_listener(PG_CHANNEL, woken(hub))
         hub.notify(())  # whatever committed while we were not listening
         async with anyio.create_task_group() as tg:
 
