@@ -5,9 +5,10 @@ and the use cases that change an agent's taskers, roots and ceilings
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from sqlalchemy import and_, bindparam, select
+from sqlalchemy import ColumnElement, Select, and_, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.tables import (
@@ -48,35 +49,39 @@ def refuse(r: Refusal) -> Forbidden:
     return Forbidden(r.message, code=r.code, field=r.field)
 
 
-# The policies of some agents with the roles of some people: built once with
-# expanding bind parameters (every send to an agent runs it; building it per
-# call — the IN lists, the joins, their cache key — was a fifth of a send's
-# event-loop time in bench/delivery.py's profile).
-_POLICIES = (
-    select(
-        AgentRow.name,
-        AgentRow.workspace_roots,
-        AgentRow.max_mode_owners,
-        AgentRow.max_mode_taskers,
-        AgentOwnerRow.username,
-        AgentTaskerRow.username,
+def _policies(
+    match: Callable[[Any, str], ColumnElement[bool]],
+) -> Select[str, list[str], str, str, str, str]:
+    """The policies of some agents with the roles of some people, each list
+    matched by `match(column, parameter name)`: two joins, no union."""
+    return (
+        select(
+            AgentRow.name,
+            AgentRow.workspace_roots,
+            AgentRow.max_mode_owners,
+            AgentRow.max_mode_taskers,
+            AgentOwnerRow.username,
+            AgentTaskerRow.username,
+        )
+        .outerjoin(
+            AgentOwnerRow,
+            and_(AgentOwnerRow.agent_id == AgentRow.id, match(AgentOwnerRow.username, "who")),
+        )
+        .outerjoin(
+            AgentTaskerRow,
+            and_(AgentTaskerRow.agent_id == AgentRow.id, match(AgentTaskerRow.username, "who_t")),
+        )
+        .where(match(AgentRow.name, "names"))
     )
-    .outerjoin(
-        AgentOwnerRow,
-        and_(
-            AgentOwnerRow.agent_id == AgentRow.id,
-            AgentOwnerRow.username.in_(bindparam("who", expanding=True)),
-        ),
-    )
-    .outerjoin(
-        AgentTaskerRow,
-        and_(
-            AgentTaskerRow.agent_id == AgentRow.id,
-            AgentTaskerRow.username.in_(bindparam("who_t", expanding=True)),
-        ),
-    )
-    .where(AgentRow.name.in_(bindparam("names", expanding=True)))
-)
+
+
+# Built once at import (every send to an agent runs one; building it per call —
+# the IN lists, the joins, their cache key — was a fifth of a send's event-loop
+# time in bench/delivery.py's profile). Lists of any length use expanding IN
+# parameters, which SQLAlchemy rewrites into the SQL at every execution; one
+# agent and one person (most sends) compare with `=` and skip that.
+_POLICIES = _policies(lambda column, name: column.in_(bindparam(name, expanding=True)))
+_POLICIES_OF_ONE = _policies(lambda column, name: column == bindparam(name))
 
 
 async def policies(
@@ -88,7 +93,11 @@ async def policies(
     if not names:
         return {}
     who = list(people)
-    rows = await s.execute(_POLICIES, {"names": names, "who": who, "who_t": who})
+    if len(names) == 1 and len(who) == 1:
+        one = {"names": names[0], "who": who[0], "who_t": who[0]}
+        rows = await s.execute(_POLICIES_OF_ONE, one)
+    else:
+        rows = await s.execute(_POLICIES, {"names": names, "who": who, "who_t": who})
     found: dict[str, tuple[tuple[str, ...], Mode, Mode, dict[str, str]]] = {}
     for name, roots, max_owners, max_taskers, owner, tasker in rows:
         entry = found.setdefault(
