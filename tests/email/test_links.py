@@ -102,6 +102,16 @@ async def links_of(relay: Relay, n: int) -> dict[str, str]:
     return found
 
 
+async def links_for(relay: Relay, rid: str, sent: int) -> dict[str, str]:
+    """The links of request `rid`'s e-mail, once the relay got `sent`: e-mails of
+    requests asked together are sent concurrently, in no set order."""
+    for n in range(1, sent + 1):
+        links = await links_of(relay, n)
+        if links["Open"] == f"{BASE}/approvals#req-{rid}":
+            return links
+    raise AssertionError(f"no e-mail of request {rid} among the first {sent}")
+
+
 async def status_of(api: Api, rid: str) -> dict[str, Any]:
     r = await api.http.get(f"/api/v1/agent/permissions/{rid}", headers=api.auth("agent-a"))
     assert r.status_code == 200, r.text
@@ -217,7 +227,7 @@ async def test_the_deny_link_denies_with_the_note(people: Api, relay: Relay, sid
 async def test_a_link_decides_its_own_request_only(people: Api, relay: Relay, sid: str) -> None:
     a = await ask(people, sid)
     b = await ask(people, sid)
-    link_a = (await links_of(relay, 1))["Approve"]
+    link_a = (await links_for(relay, a, 2))["Approve"]
     async with browser(people) as ana:
         page = await ana.get(link_a)
         fields = form_of(page)
