@@ -26,6 +26,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 if TYPE_CHECKING:
     from mailui4agents.db.engine import Database
@@ -63,7 +64,7 @@ DECISION_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0, 
 UNMATCHED = "unmatched"  # a path no route matched (never the raw path: cardinality)
 
 
-def note(s: AsyncSession, name: str, label: str, value: float = 1.0) -> None:
+def note(s: AsyncSession | Session, name: str, label: str, value: float = 1.0) -> None:
     """Count `value` on metric `name` with `label` once the transaction of `s`
     commits (a rolled-back one counts nothing). `name` is one of
     GatewayMetrics.NOTED."""

@@ -16,6 +16,7 @@ from typing import cast
 from pydantic import BaseModel
 from sqlalchemy import Table, delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from mailui4agents.db.tables import EventRow
 from mailui4agents.db.types import utcnow
@@ -47,8 +48,14 @@ async def take_event_lock(s: AsyncSession) -> None:
     and the NOTIFY are one statement (one round trip): a NOTIFY is delivered at
     commit only, so which of the two runs first does not matter."""
     if s.get_bind().dialect.name == "postgresql" and not s.info.get("event_lock"):
+        await s.run_sync(take_event_lock_in)
+
+
+def take_event_lock_in(s: Session) -> None:
+    """take_event_lock in a sync session (inside AsyncSession.run_sync)."""
+    if s.get_bind().dialect.name == "postgresql" and not s.info.get("event_lock"):
         payload = s.info.get(REPLICA, "")
-        await s.execute(_LOCK_AND_NOTIFY, {"k": _PG_EVENT_LOCK, "c": PG_CHANNEL, "p": payload})
+        s.execute(_LOCK_AND_NOTIFY, {"k": _PG_EVENT_LOCK, "c": PG_CHANNEL, "p": payload})
         s.info["event_lock"] = True
 
 
@@ -102,7 +109,14 @@ async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
     append is this one immediate statement (no ORM-pending event rows), so ids
     follow the order of the calls. Nothing is appended for an empty list (the
     PostgreSQL lock is taken all the same)."""
-    await take_event_lock(s)
+    await s.run_sync(append_rows_in, events)
+
+
+def append_rows_in(s: Session, events: Sequence[Event]) -> None:
+    """append_rows in a sync session, inside AsyncSession.run_sync: a caller with
+    several statements to run (services/delivery.py) runs them in one greenlet,
+    through the Connection, instead of one AsyncSession call each."""
+    take_event_lock_in(s)
     if not events:
         return
     now = utcnow()
@@ -117,14 +131,15 @@ async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
     s.info.setdefault("notify", set()).update(p for p, _, _ in events)
     # Counted once committed (metrics.note; Gateway.write): one entry per event.
     s.info.setdefault("metrics", []).extend(("events", str(t), 1.0) for _, t, _ in events)
+    conn = s.connection()
     if not s.info.get(LISTENING) or s.info.get(PUBLISHED, []) is None:
         s.info[PUBLISHED] = None
-        await s.execute(_INSERT_EVENTS_BLIND, rows)
+        conn.execute(_INSERT_EVENTS_BLIND, rows)
         return
-    postgresql = s.get_bind().dialect.name == "postgresql"
+    postgresql = conn.dialect.name == "postgresql"
     # One row (most appends) as a plain execute: insertmanyvalues' batching of a
     # list costs more CPU than the statement.
-    result = await s.execute(
+    result = conn.execute(
         _INSERT_EVENTS_IN_ORDER if postgresql else _INSERT_EVENTS,
         rows[0] if len(rows) == 1 else rows,
     )
@@ -133,7 +148,7 @@ async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
 
 
 def _publish(
-    s: AsyncSession,
+    s: Session,
     events: Sequence[Event],
     ids: list[int],
     dumped: dict[int, JsonObject | None],

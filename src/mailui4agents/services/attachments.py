@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Select, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from mailui4agents.db.tables import (
     AttachmentRow,
@@ -129,7 +130,7 @@ async def check_for_send(
     return out
 
 
-def link(s: AsyncSession, mail_seq: int, rows: Sequence[AttachmentRow]) -> None:
+def link(s: AsyncSession | Session, mail_seq: int, rows: Sequence[AttachmentRow]) -> None:
     """Reference `rows` from the mail, in the order given."""
     s.add_all(
         MailAttachmentRow(mail_seq=mail_seq, attachment_id=r.id, position=i)
