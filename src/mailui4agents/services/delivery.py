@@ -70,8 +70,8 @@ async def deliver(
 
     Its statements run in one greenlet (AsyncSession.run_sync), through the
     session's Connection: one AsyncSession call each cost a greenlet and the
-    ORM session's layer, about 19 us a statement more than the Core execute
-    itself (bench/server.py)."""
+    ORM session's layer on top of the Core execute (bench/server.py measures
+    the requests that deliver: a send, a permission request, a decision)."""
     mail = _Mail(
         session, sender, sender_human, recipients, subject, body, type_, parent_mail_id,
         relay, relay_key, from_session_id, files, mail_id, also,
