@@ -9,13 +9,14 @@ one ordinary pool.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from sqlalchemy import event, util
 from sqlalchemy.engine import Connection, Row, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 from sqlalchemy.util import greenlet_spawn
 
@@ -79,6 +80,25 @@ def _sqlite_engine(url: str, *, writer: bool, auth_epoch: AuthEpoch | None) -> A
         raw.begin_lazily(begin, inline=writer and bool(options.get(INLINE)))
 
     return engine
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class InSession(Generic[P, R]):
+    """A function of a sync Session that async code awaits with its AsyncSession:
+    all its statements run in one greenlet (AsyncSession.run_sync), through the
+    session's Connection if it likes, where one `await s.execute` each cost a
+    greenlet and the ORM session's layer. `.sync` is the function itself, for
+    another such function to call in the same greenlet."""
+
+    def __init__(self, fn: Callable[Concatenate[Session, P], R]) -> None:
+        self.sync = fn
+        self.__doc__ = fn.__doc__
+
+    async def __call__(self, s: AsyncSession, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await s.run_sync(self.sync, *args, **kwargs)
 
 
 class Database:

@@ -18,6 +18,7 @@ from sqlalchemy import Table, delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from mailui4agents.db.engine import InSession
 from mailui4agents.db.tables import EventRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.events.hub import LiveEvent, sse_data, sse_frame_of
@@ -102,20 +103,15 @@ async def append(
     await append_rows(s, [(p, type_, data) for p in principals])
 
 
-async def append_rows(s: AsyncSession, events: Sequence[Event]) -> None:
+@InSession
+def append_rows(s: Session, events: Sequence[Event]) -> None:
     """Append `events` in this order (ids increase along the list), in one statement
     whatever their types; their principals are notified after the commit, and the
     rows, with their ids, are kept in `s.info[PUBLISHED]` for the hub. Every
     append is this one immediate statement (no ORM-pending event rows), so ids
     follow the order of the calls. Nothing is appended for an empty list (the
-    PostgreSQL lock is taken all the same)."""
-    await s.run_sync(append_rows_in, events)
-
-
-def append_rows_in(s: Session, events: Sequence[Event]) -> None:
-    """append_rows in a sync session, inside AsyncSession.run_sync: a caller with
-    several statements to run (services/delivery.py) runs them in one greenlet,
-    through the Connection, instead of one AsyncSession call each."""
+    PostgreSQL lock is taken all the same). Awaited with an AsyncSession, or
+    `append_rows.sync` in the greenlet of another InSession (services/delivery.py)."""
     take_event_lock_in(s)
     if not events:
         return

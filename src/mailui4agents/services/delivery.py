@@ -14,16 +14,15 @@ rows handed back are plain values, known without reading anything back.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import cast
 
 from sqlalchemy import Table, bindparam, insert, update
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from mailui4agents import metrics
 from mailui4agents.db.base import new_id
+from mailui4agents.db.engine import InSession
 from mailui4agents.db.tables import AttachmentRow, MailRow, RecipientRow, SessionRow
 from mailui4agents.db.types import utcnow
 from mailui4agents.domain.mail_types import MailType, Recipient
@@ -43,8 +42,9 @@ _TOUCH_SESSION = (
 )
 
 
-async def deliver(
-    s: AsyncSession,
+@InSession
+def deliver(
+    s: Session,
     session: SessionRow,
     *,
     sender: str,
@@ -68,64 +68,34 @@ async def deliver(
     request names its mail); `also`: further events, appended after the mail's
     in the same statement.
 
-    Its statements run in one greenlet (AsyncSession.run_sync), through the
-    session's Connection: one AsyncSession call each cost a greenlet and the
-    ORM session's layer on top of the Core execute (bench/server.py measures
-    the requests that deliver: a send, a permission request, a decision)."""
-    mail = _Mail(
-        session, sender, sender_human, recipients, subject, body, type_, parent_mail_id,
-        relay, relay_key, from_session_id, files, mail_id, also,
-    )  # fmt: skip
-    return await s.run_sync(_deliver, mail)
-
-
-@dataclass(frozen=True)
-class _Mail:
-    """deliver's arguments, for the sync half."""
-
-    session: SessionRow
-    sender: str
-    sender_human: bool
-    recipients: Sequence[Recipient]
-    subject: str
-    body: str
-    type_: MailType
-    parent_mail_id: str | None
-    relay: bool
-    relay_key: str | None
-    from_session_id: str | None
-    files: Sequence[AttachmentRow]
-    mail_id: str | None
-    also: Sequence[log.Event]
-
-
-def _deliver(s: Session, m: _Mail) -> MailContext:
+    Awaited with an AsyncSession: its statements run in one greenlet, through
+    the session's Connection (db/engine.InSession; bench/server.py measures the
+    requests that deliver: a send, a permission request, a decision)."""
     # What the caller changed through the ORM is written first, as before: the
     # statements below do not flush it.
     if s.new or s.dirty or s.deleted:
         s.flush()
     conn = s.connection()
-    session = m.session
     now = utcnow()
     values = {
-        "id": m.mail_id or new_id(),
+        "id": mail_id or new_id(),
         "session_id": session.id,
-        "from_name": m.sender,
-        "from_human": m.sender_human,
-        "subject": m.subject,
-        "body": m.body,
-        "parent_mail_id": m.parent_mail_id,
-        "type": m.type_,
-        "relay": m.relay,
-        "relay_key": m.relay_key,
-        "from_session_id": m.from_session_id,
+        "from_name": sender,
+        "from_human": sender_human,
+        "subject": subject,
+        "body": body,
+        "parent_mail_id": parent_mail_id,
+        "type": type_,
+        "relay": relay,
+        "relay_key": relay_key,
+        "from_session_id": from_session_id,
         "created_at": now,
     }
     inserted = conn.execute(_INSERT_MAIL, values)
     key = inserted.inserted_primary_key
     assert key is not None  # a single-row insert
     mail = MailRow(seq=key[0], **values)
-    metrics.note(s, "mails", str(m.type_))
+    metrics.note(s, "mails", str(type_))
     # One statement for all recipients: row by row, a mail to 100 recipients
     # made 100 round trips inside the one write transaction. Nothing is read
     # back: the rows are what was written (ids are never shown).
@@ -138,19 +108,19 @@ def _deliver(s: Session, m: _Mail) -> MailContext:
             "role": role,
             "position": i,
         }
-        for i, (n, h, role) in enumerate(m.recipients)
+        for i, (n, h, role) in enumerate(recipients)
     ]
     conn.execute(_INSERT_RECIPIENTS, written)
     rows = [RecipientRow(**values, read_at=None) for values in written]
-    if m.files:
-        attachments.link(s, mail.seq, m.files)
+    if files:
+        attachments.link(s, mail.seq, files)
         s.flush()
     conn.execute(_TOUCH_SESSION, {"b_id": session.id, "b_at": now})
     set_committed_value(session, "last_mail_at", now)  # written above, not dirty
-    ctx = MailContext(mail, session, rows, list(m.files))
+    ctx = MailContext(mail, session, rows, list(files))
     events: list[log.Event] = [
         (principal_key(r.name, r.is_human), EventType.NEW_MAIL, delivery_fields(ctx, r.name))
         for r in rows
     ]
-    log.append_rows_in(s, [*events, *m.also])
+    log.append_rows.sync(s, [*events, *also])
     return ctx
