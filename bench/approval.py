@@ -144,11 +144,26 @@ async def setup(http: httpx.AsyncClient) -> tuple[str, str, str]:
     return ana, key, r.json()["session_id"]
 
 
+#: The steps of an in-process round trip, as agent_round_trips measures them.
+PARTS = (
+    "  agent's request POST (answered)",
+    "  agent's POST sent -> request seen by the human (SSE)",
+    "  the human's decision POST (answered)",
+    "  decision POST sent -> decision on the agent's stream",
+)
+
+
 async def agent_round_trips(
-    http: httpx.AsyncClient, ana: str, key: str, session: str, runs: int
+    http: httpx.AsyncClient,
+    ana: str,
+    key: str,
+    session: str,
+    runs: int,
+    parts: dict[str, list[float]] | None = None,
 ) -> list[float]:
     """ms from the agent's `POST /agent/permissions` to `permission_decision` on its
-    own event stream, with a human who approves on sight; no process is started."""
+    own event stream, with a human who approves on sight; no process is started.
+    `parts`, if given, gets each run's steps (ms) under PARTS' names."""
     human = Human(http, ana)
     decided: dict[str, float] = {}
     waiters: dict[str, asyncio.Event] = {}
@@ -181,9 +196,16 @@ async def agent_round_trips(
                       "tool_input": {"command": "npm test"}},
                 headers=agent,
             )  # fmt: skip
+            answered = time.perf_counter()
             assert r.status_code == 201, r.text
             await asyncio.wait_for(waiters.setdefault(relay, asyncio.Event()).wait(), 30)
             out.append((decided[relay] - t0) * 1000)
+            if parts is not None:
+                steps = (answered - t0, human.seen[relay] - t0,
+                         human.answered[relay] - human.posted[relay],
+                         decided[relay] - human.posted[relay])  # fmt: skip
+                for name, step in zip(PARTS, steps, strict=True):
+                    parts.setdefault(name, []).append(step * 1000)
         return out
     finally:
         for t in tasks:
@@ -203,13 +225,19 @@ async def in_process(runs: int) -> None:
             async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
                 ana, key, session = await setup(http)
                 cal = await calibrate(http, ana)
-                trips = await agent_round_trips(http, ana, key, session, runs)
+                parts: dict[str, list[float]] = {}
+                trips = await agent_round_trips(http, ana, key, session, runs, parts)
         finally:
             gw.stop()
     print("gateway: one `agentmail serve` subprocess, SQLite (WAL) in a temp dir, loopback;")
     print("agent: this process (no hook process): request POST -> decision on its stream")
     print(*cal.lines(), sep="\n")
     print(summary("round trip (agent POST -> human approves -> agent stream)", trips))
+    for name in PARTS:
+        print(summary(name, parts[name]))
+    # The round trip is two HTTP requests, each seen on a stream before it is
+    # answered: two bare authenticated requests are its floor on this stack.
+    print(f"floor: two bare authenticated GETs, {2 * cal.get_p50_ms:.2f} ms (p50 x 2)")
     print(f"loadavg at the end: {load()}")
 
 
