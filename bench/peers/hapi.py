@@ -104,6 +104,19 @@ def isolated() -> bool:
     return os.geteuid() == 0 and all(shutil.which(c) for c in ("unshare", "nsenter", "ip"))
 
 
+def wait_for_own_namespace(hub: subprocess.Popen[bytes], deadline_s: float = 30.0) -> None:
+    """Until the hub's process is in a network namespace other than ours.
+    `unshare -n` makes it after it starts: an nsenter before that joined our own
+    namespace, where no hub listens (the first run after an install, slower to
+    start, failed so: "the hub did not answer /health within 60 s")."""
+    ours = os.readlink("/proc/self/ns/net")
+    end = time.monotonic() + deadline_s
+    while os.readlink(f"/proc/{hub.pid}/ns/net") == ours:
+        if hub.poll() is not None or time.monotonic() > end:
+            sys.exit(f"the hub's network namespace was not made (exit code {hub.poll()})")
+        time.sleep(0.01)
+
+
 def measure_hapi(args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     binary, python = install_hapi(cache), install_driver(cache)
     port = 39517 if isolated() else free_port()
@@ -131,6 +144,7 @@ def measure_hapi(args: argparse.Namespace, cache: Path) -> dict[str, Any]:
                          "permissions"):  # fmt: skip
                 driver += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
             if isolated():
+                wait_for_own_namespace(hub)
                 driver = ["nsenter", "-t", str(hub.pid), "-n", *driver]
             done = subprocess.run(driver, stdout=subprocess.PIPE, timeout=900, check=False)
             if done.returncode != 0:
