@@ -235,7 +235,7 @@ async def in_process(runs: int) -> None:
     print(summary("round trip (agent POST -> human approves -> agent stream)", trips))
     for name in PARTS:
         print(summary(name, parts[name]))
-    # The round trip is two HTTP requests, each seen on a stream before it is
+    # The round trip is two HTTP requests, each seen on a stream about when it is
     # answered: two bare authenticated requests are its floor on this stack.
     print(f"floor: two bare authenticated GETs, {2 * cal.get_p50_ms:.2f} ms (p50 x 2)")
     print(f"loadavg at the end: {load()}")

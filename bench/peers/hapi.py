@@ -107,8 +107,8 @@ def isolated() -> bool:
 def wait_for_own_namespace(hub: subprocess.Popen[bytes], deadline_s: float = 30.0) -> None:
     """Until the hub's process is in a network namespace other than ours.
     `unshare -n` makes it after it starts: an nsenter before that joined our own
-    namespace, where no hub listens (the first run after an install, slower to
-    start, failed so: "the hub did not answer /health within 60 s")."""
+    namespace, where no hub listens (the first run after each install failed so:
+    "the hub did not answer /health within 60 s"; bench/README.md, fourth round)."""
     ours = os.readlink("/proc/self/ns/net")
     end = time.monotonic() + deadline_s
     while os.readlink(f"/proc/{hub.pid}/ns/net") == ours:
