@@ -68,14 +68,26 @@ class Gateway:
         after the commit (never before: they may yet be rolled back), handed to
         the hub as they were written, or read back by it (events/hub.py).
         `inline`: see Database.write."""
-        async with self.db.write(inline=inline) as s:
-            s.info[log.LISTENING] = self.hub.listening
-            s.info[log.REPLICA] = self.hub.replica
-            yield s
-            notify = s.info.pop("notify", None)
-            published = s.info.pop(log.PUBLISHED, None)
-            recheck = s.info.pop("recheck", None)
-            noted = s.info.pop("metrics", None)
+        appended = False
+        try:
+            async with self.db.write(inline=inline) as s:
+                s.info[log.LISTENING] = self.hub.listening
+                s.info[log.REPLICA] = self.hub.replica
+                yield s
+                notify = s.info.pop("notify", None)
+                published = s.info.pop(log.PUBLISHED, None)
+                recheck = s.info.pop("recheck", None)
+                noted = s.info.pop("metrics", None)
+                appended = bool(notify or published)
+        except BaseException:
+            # The commit raised or was cancelled (a task cancelled while
+            # PostgreSQL answers the COMMIT): it may have gone through all the
+            # same, and on PostgreSQL our own NOTIFY does not wake this hub
+            # (events/pg_listen.py). A shared read of the log finds its events
+            # if it did, nothing if not.
+            if appended:
+                self.hub.notify(())
+            raise
         if noted and self.metrics is not None:
             self.metrics.committed(noted)
         if published and self.hub.listening:

@@ -9,12 +9,14 @@ The hub's own rules, with a fake log: tests/services/test_hub.py."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from mailui4agents.db.engine import Database
 from mailui4agents.events import log
@@ -179,6 +181,44 @@ async def test_a_commit_reaches_an_open_stream_without_a_read(gw: Gateway) -> No
         assert [e.id for e in sub.rows] == ids[:1]
         assert gw.hub.direct == direct + 1 and reads.done == 1
         gw.hub.close()
+
+
+async def test_a_commit_whose_caller_is_cancelled_still_reaches_the_stream(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request cancelled while its COMMIT is answered (on PostgreSQL, a client
+    gone at that moment): the commit went through, the code after it never ran.
+    The hub reads the log at once, rather than at its next poll (15 s) or the
+    next commit's read: on PostgreSQL its own NOTIFY does not wake it."""
+    reads = Reads(gw)
+    real = gw.db.write
+
+    @asynccontextmanager
+    async def commits_then_cancelled(*, inline: bool = False) -> AsyncIterator[AsyncSession]:
+        async with real(inline=inline) as s:
+            yield s
+        raise asyncio.CancelledError  # after the commit, before the caller's next line
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(gw.hub.run)
+        sub = await stream(gw, reads, "agent:a")
+        monkeypatch.setattr(gw.db, "write", commits_then_cancelled)
+        with pytest.raises(asyncio.CancelledError):
+            async with gw.write() as s:
+                await log.append_rows(s, [("agent:a", "t", {"n": 1})])
+                ids = [e.id for e in log.live_events(s.info[log.PUBLISHED])]
+        monkeypatch.undo()
+        assert await drain(sub, lambda got: bool(got)) == ids  # drain: 10 s at most
+        gw.hub.close()
+
+    # A cancelled block that appended nothing asks the hub for nothing.
+    calls: list[object] = []
+    monkeypatch.setattr(gw.hub, "notify", calls.append)
+    monkeypatch.setattr(gw.db, "write", commits_then_cancelled)
+    with pytest.raises(asyncio.CancelledError):
+        async with gw.write():
+            pass
+    assert calls == []
 
 
 async def test_another_writers_rows_are_read_not_skipped(gw: Gateway) -> None:
