@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from sqlalchemy import select, update
 
@@ -115,14 +116,20 @@ async def test_a_gateway_dead_between_250_and_the_commit_never_sends_twice(
     api = people
     sender = sender_of(api)
     recorded: list[str] = []
+    reached = anyio.Event()
 
     async def dies(claim: Any, outcome: Any) -> None:  # the process ends before recording
         recorded.append(outcome.state)
+        reached.set()
 
     monkeypatch.setattr(sender, "_record", dies)
     row_id = await add(api)
     await relay.wait_async(1)
     await sender.send_pass()  # the wake and this pass: whichever won sent it once
+    # The relay has the message before the sender reads its 250: the wake's
+    # sender may still be on its way to recording it when this pass returns.
+    with anyio.fail_after(10):
+        await reached.wait()
     assert recorded == ["sent"] and (await row(api, row_id)).state == "handed"
     monkeypatch.undo()
     # The lease runs out (the process is gone); a sender (a restart, a replica) passes.
