@@ -68,7 +68,7 @@ class Gateway:
         after the commit (never before: they may yet be rolled back), handed to
         the hub as they were written, or read back by it (events/hub.py).
         `inline`: see Database.write."""
-        appended = False
+        notify = published = None
         try:
             async with self.db.write(inline=inline) as s:
                 s.info[log.LISTENING] = self.hub.listening
@@ -78,14 +78,13 @@ class Gateway:
                 published = s.info.pop(log.PUBLISHED, None)
                 recheck = s.info.pop("recheck", None)
                 noted = s.info.pop("metrics", None)
-                appended = bool(notify or published)
         except BaseException:
             # The commit raised or was cancelled (a task cancelled while
             # PostgreSQL answers the COMMIT): it may have gone through all the
             # same, and on PostgreSQL our own NOTIFY does not wake this hub
             # (events/pg_listen.py). A shared read of the log finds its events
             # if it did, nothing if not.
-            if appended:
+            if notify or published:  # popped once the block ended: it appended
                 self.hub.notify(())
             raise
         if noted and self.metrics is not None:

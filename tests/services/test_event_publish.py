@@ -186,8 +186,8 @@ async def test_a_commit_reaches_an_open_stream_without_a_read(gw: Gateway) -> No
 async def test_a_commit_whose_caller_is_cancelled_still_reaches_the_stream(
     gw: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A request cancelled while its COMMIT is answered (on PostgreSQL, a client
-    gone at that moment): the commit went through, the code after it never ran.
+    """A write cancelled while its COMMIT is answered (on PostgreSQL, a task
+    cancelled at that moment): the commit went through, the code after it never ran.
     The hub reads the log at once, rather than at its next poll (15 s) or the
     next commit's read: on PostgreSQL its own NOTIFY does not wake it."""
     reads = Reads(gw)
